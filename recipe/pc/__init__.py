@@ -1,0 +1,1 @@
+"""Pilot-Commit rollout allocation for GRPO-style RL, as a recipe on stock verl."""

@@ -1,0 +1,141 @@
+"""The Pilot-Commit allocation policy as plain numpy functions.
+
+Nothing here needs Ray, a GPU or verl: the trainer calls these with arrays pulled out of a
+DataProto, and the tests call them directly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+# Inclusive band edges are compared with a small tolerance so that e.g. 3/4 == 1 - 0.25 passes
+# whatever rounding the two sides picked up.
+_BAND_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """Per-prompt statistics of one metric over that prompt's rollouts (rows grouped by id)."""
+
+    prompt_ids: np.ndarray  # unique ids, in order of first appearance
+    mean: np.ndarray
+    std: np.ndarray  # population std (ddof=0): zero exactly when all rollouts agree
+    count: np.ndarray
+    first_row: np.ndarray  # index of each prompt's first row in the input
+
+
+def group_stats(prompt_ids: np.ndarray, values: np.ndarray) -> GroupStats:
+    """Mean/std/count of ``values`` per prompt id, vectorised (no per-row Python)."""
+    prompt_ids = np.asarray(prompt_ids)
+    values = np.asarray(values, dtype=np.float64)
+    if prompt_ids.shape[0] != values.shape[0]:
+        raise ValueError(f"{prompt_ids.shape[0]} prompt ids but {values.shape[0]} metric values")
+    uniq, first, inverse, count = np.unique(prompt_ids, return_index=True, return_inverse=True, return_counts=True)
+    order = np.argsort(first, kind="stable")  # report prompts in the order they were generated
+    total = np.bincount(inverse, weights=values, minlength=len(uniq))
+    mean = total / count
+    sq_dev = np.bincount(inverse, weights=(values - mean[inverse]) ** 2, minlength=len(uniq))
+    std = np.sqrt(sq_dev / count)
+    return GroupStats(prompt_ids=uniq[order], mean=mean[order], std=std[order], count=count[order], first_row=first[order])
+
+
+@dataclass(frozen=True)
+class PilotVerdict:
+    """What the pilot says about each prompt (all arrays aligned with ``stats.prompt_ids``)."""
+
+    stats: GroupStats
+    passed: np.ndarray  # in the band and with nonzero spread: goes to the buffer
+    too_correct: np.ndarray  # mean above 1 - p_upper: skipped this epoch
+    too_incorrect: np.ndarray  # mean below p_lower: deferred (comes back next epoch)
+    evict: np.ndarray  # mean at or above the eviction threshold: removed from later epochs
+
+    @property
+    def num_prompts(self) -> int:
+        return int(self.stats.prompt_ids.shape[0])
+
+
+def classify_pilot(
+    prompt_ids: np.ndarray,
+    metric_values: np.ndarray,
+    p_lower: float,
+    p_upper: float,
+    evict_threshold: float | None,
+) -> PilotVerdict:
+    """Band-filter pilot groups on the per-prompt mean of the aggregation metric.
+
+    A prompt passes when ``p_lower <= mean <= 1 - p_upper`` (inclusive) and its rollouts do not
+    all agree: with non-binary metrics a mean inside the band can still have zero spread, and a
+    zero-spread group gives GRPO no gradient.
+    """
+    stats = group_stats(prompt_ids, metric_values)
+    upper = 1.0 - p_upper
+    too_correct = stats.mean > upper + _BAND_EPS
+    too_incorrect = stats.mean < p_lower - _BAND_EPS
+    passed = ~too_correct & ~too_incorrect & (stats.std > 0)
+    if evict_threshold is None:
+        evict = np.zeros_like(passed)
+    else:
+        evict = stats.mean >= evict_threshold - _BAND_EPS
+    return PilotVerdict(stats=stats, passed=passed, too_correct=too_correct, too_incorrect=too_incorrect, evict=evict)
+
+
+def commit_size(needed: int, available: int) -> int:
+    """Prompts to commit this round: as many as the batch still needs, at most what is buffered."""
+    return max(0, min(int(needed), int(available)))
+
+
+def padding_to_multiple(num_rows: int, divisor: int) -> int:
+    """Rows to append so that ``num_rows`` divides by ``divisor`` (padding, never shrinking the commit)."""
+    if divisor <= 0:
+        raise ValueError(f"divisor must be positive, got {divisor}")
+    return (-int(num_rows)) % int(divisor)
+
+
+def generation_divisor(num_agent_workers: int, dp_size: int) -> int:
+    """Row count a generation batch must divide by: agent-loop chunking and data-parallel dispatch."""
+    return math.lcm(max(1, int(num_agent_workers)), max(1, int(dp_size)))
+
+
+def stale_mask(inserted_steps: np.ndarray, current_step: int, max_off_steps: int) -> np.ndarray:
+    """Entries older than ``max_off_steps`` at ``current_step`` (flushed after the step)."""
+    return (int(current_step) - np.asarray(inserted_steps, dtype=np.int64)) > int(max_off_steps)
+
+
+def select_responses(values: np.ndarray, m: int, strategy: str, rng: np.random.Generator) -> np.ndarray:
+    """Indices of ``m`` of a prompt's stored rollouts to reuse in its training group.
+
+    ``first_n`` keeps the first ``m``. ``max_variance`` keeps the subset of size ``m`` with the
+    largest reward variance (PODS): after sorting, the best subset is always some top-k plus
+    bottom-(m-k), so only m+1 candidates are scored. With binary rewards that is the most
+    balanced correct/incorrect split, floor(m/2) correct when both classes are plentiful.
+    Rollouts with equal values are taken in a random (seeded) order.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    n = values.shape[0]
+    if not 0 < m <= n:
+        raise ValueError(f"cannot keep {m} of {n} rollouts")
+    if m == n:
+        return np.arange(n)
+    if strategy == "first_n":
+        return np.arange(m)
+    if strategy != "max_variance":
+        raise ValueError(f"unknown buffer_response_sampling_method {strategy!r}; use 'max_variance' or 'first_n'")
+    shuffled = rng.permutation(n)
+    order = shuffled[np.argsort(values[shuffled], kind="stable")]
+    sorted_vals = values[order]
+    prefix = np.concatenate([[0.0], np.cumsum(sorted_vals)])
+    prefix_sq = np.concatenate([[0.0], np.cumsum(sorted_vals**2)])
+    k = np.arange(m + 1)  # k rollouts from the top, m - k from the bottom
+    total = (prefix[n] - prefix[n - k]) + prefix[m - k]
+    total_sq = (prefix_sq[n] - prefix_sq[n - k]) + prefix_sq[m - k]
+    variance = total_sq / m - (total / m) ** 2
+    best = int(np.argmax(np.round(variance, 12)))  # first maximum = fewest from the top
+    return np.sort(np.concatenate([order[n - best :], order[: m - best]]))
+
+
+def interleaved_group_rows(num_groups: int, group_size: int) -> np.ndarray:
+    """Group id of each row when ``num_groups`` groups of ``group_size`` rows are stored back to back."""
+    return np.repeat(np.arange(num_groups), group_size)

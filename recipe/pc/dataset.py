@@ -1,0 +1,69 @@
+"""verl's RLHFDataset with prompt ids and eviction, loaded through ``data.custom_cls``.
+
+Evicted prompts disappear from the dataset's length and indexing. Dataloader workers are re-forked
+for every epoch (non-persistent), and the sampler re-reads ``len(dataset)`` at each epoch, so an
+eviction applied between epochs reaches both.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from verl.utils.dataset.rl_dataset import RLHFDataset
+
+logger = logging.getLogger(__name__)
+
+
+class PilotCommitDataset(RLHFDataset):
+    """Rows keyed by ``extra_info.index`` (their prompt id), with ``evict(ids)`` for later epochs."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.prompt_ids = self._read_prompt_ids()
+        self._active_rows = np.arange(len(self.prompt_ids))
+        self.evicted_ids: set[int] = set()
+
+    def _read_prompt_ids(self) -> np.ndarray:
+        frame = self.dataframe
+        if "extra_info" in frame.column_names:
+            extra = frame.with_format("arrow")["extra_info"]  # respects any row selection, no decoding
+            if pa.types.is_struct(extra.type) and extra.type.get_field_index("index") >= 0:
+                ids = pc.struct_field(extra, "index")
+                if ids.null_count:
+                    missing = np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False))
+                    raise ValueError(
+                        f"{self.data_files}: rows {missing[:10].tolist()} have no extra_info.index "
+                        f"({len(missing)} in all); every row needs an integer prompt id"
+                    )
+                return ids.to_numpy().astype(np.int64)
+        logger.warning("%s has no extra_info.index column: using row positions as prompt ids", self.data_files)
+        return np.arange(len(frame), dtype=np.int64)
+
+    def __len__(self) -> int:
+        active = getattr(self, "_active_rows", None)  # RLHFDataset.__init__ may ask before ids are read
+        return super().__len__() if active is None else len(active)
+
+    def __getitem__(self, item):
+        row = int(self._active_rows[item])
+        row_dict = super().__getitem__(row)
+        row_dict["index"] = int(self.prompt_ids[row])
+        return row_dict
+
+    @property
+    def num_rows_total(self) -> int:
+        return int(len(self.prompt_ids))
+
+    def evict(self, prompt_ids: Iterable[int]) -> int:
+        """Remove these prompts from later epochs; returns how many rows left the dataset."""
+        ids = np.fromiter((int(i) for i in prompt_ids), dtype=np.int64)
+        if ids.size == 0:
+            return 0
+        keep = ~np.isin(self.prompt_ids[self._active_rows], ids)
+        removed = int((~keep).sum())
+        self._active_rows = self._active_rows[keep]
+        self.evicted_ids.update(ids.tolist())
+        return removed

@@ -1,0 +1,554 @@
+"""RayPCTrainer: Pilot-Commit rollout allocation on verl 0.9.1's legacy RayPPOTrainer.
+
+One *round* pulls ``data.gen_batch_size`` pilot prompts from the dataloader and generates, in a
+single call, ``exploration.n`` pilot rollouts for each of them together with ``rollout.n`` commit
+rollouts for prompts drawn from the buffer. Pilot groups whose pass rate lands in the band wait in
+the buffer; a committed prompt trains on its stored pilot rollouts plus its new commit rollouts,
+as one GRPO group. Rounds repeat until ``data.train_batch_size`` prompts are committed; then the
+stock PPO update runs once (one *step*).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pprint import pformat
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+from verl import DataProto
+from verl.protocol import pad_dataproto_to_divisor, unpad_dataproto
+from verl.trainer.ppo.core_algos import agg_loss
+from verl.trainer.ppo.metric_utils import (
+    compute_data_metrics,
+    compute_throughout_metrics,
+    compute_timing_metrics,
+    compute_variance_proxy_metrics,
+)
+from verl.trainer.ppo.ray_trainer import (
+    RayPPOTrainer,
+    apply_kl_penalty,
+    compute_advantage,
+    compute_response_mask,
+)
+from verl.trainer.ppo.reward import extract_reward
+from verl.utils.debug import marked_timer
+from verl.utils.metric import reduce_metrics
+from verl.utils.skip.skip_manager import SkipManager
+from verl.utils.tracking import Tracking
+
+from recipe.pc.allocation import classify_pilot, commit_size, generation_divisor
+from recipe.pc.metrics import StepTally, step_metrics
+from recipe.pc.replay_buffer import Draw, PilotReplayBuffer
+from recipe.pc.settings import PCConfigError, PCSettings
+
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+
+# Per-row fields the trainer adds: the step a rollout was generated at, and whether it is a pilot.
+ROLLOUT_STEP = "pc_rollout_step"
+IS_PILOT = "pc_is_pilot"
+
+
+@dataclass
+class PilotRound:
+    """The passing pilot groups of one round, stored once; buffer entries point into it.
+
+    ``rollouts`` holds ``n_pilot`` consecutive rows per passing prompt and ``prompts`` one
+    dataloader row per passing prompt, in the same order. It is freed once no entry refers to it.
+    """
+
+    prompts: DataProto
+    rollouts: DataProto
+    n_pilot: int
+
+
+@dataclass(frozen=True)
+class PilotRef:
+    """Buffer payload: where one prompt's pilot group lives."""
+
+    round: PilotRound
+    position: int
+
+
+class RayPCTrainer(RayPPOTrainer):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.pc = PCSettings.from_config(self.config)
+        self._check_supported_features()
+        self.rng = np.random.default_rng(self.pc.seed)
+        self.buffer = PilotReplayBuffer(
+            capacity=self.pc.buffer_size,
+            prompt_strategy=self.pc.prompt_strategy,
+            response_strategy=self.pc.response_strategy,
+            rng=self.rng,
+        )
+        self.evict_next_epoch: set[int] = set()
+        self.cumulative_rollouts = 0
+        self.cumulative_trained_rollouts = 0
+        self.total_consumed_prompts = 0
+        self.total_sampling_rounds = 0
+        self.gen_round = 0  # rounds since the start of training; part of each pilot uid
+
+    # ------------------------------------------------------------------ set-up checks
+    def _check_supported_features(self) -> None:
+        cfg = self.config
+        if cfg.algorithm.adv_estimator not in ("grpo", "rloo", "grpo_passk", "opo", "gpg"):
+            logger.warning(
+                "algorithm.adv_estimator=%s: Pilot-Commit groups rollouts by uid for group-relative estimators",
+                cfg.algorithm.adv_estimator,
+            )
+        corr = cfg.algorithm.get("rollout_correction", None)
+        if corr is not None and (corr.get("bypass_mode") or corr.get("rollout_is") or corr.get("rollout_rs")):
+            raise PCConfigError(
+                "algorithm.rollout_correction is on, but reused pilot rollouts come from a policy up to "
+                "buffer_max_off_steps + 1 steps old and carry no matching behaviour log-probs; turn it off"
+            )
+        if self.pc.evict_threshold is not None and not hasattr(self.train_dataset, "evict"):
+            raise PCConfigError(
+                f"algorithm.exclude_threshold_upper={self.pc.evict_threshold} needs a dataset that can evict "
+                f"prompts, but {type(self.train_dataset).__name__} cannot; set data.custom_cls to "
+                "recipe.pc.dataset.PilotCommitDataset (the pc_trainer.yaml default) or the threshold to null"
+            )
+        ids = getattr(self.train_dataset, "prompt_ids", None)
+        if ids is not None:
+            uniq, counts = np.unique(ids, return_counts=True)
+            if (counts > 1).any():
+                dup = uniq[counts > 1][:10].tolist()
+                raise ValueError(
+                    f"train data has duplicate extra_info.index values {dup} ({int((counts > 1).sum())} in all); "
+                    "Pilot-Commit keys its buffer and eviction by this prompt id, so it must be unique"
+                )
+
+    def _generation_divisor(self) -> int:
+        dp_size = self._get_dp_size(self.actor_rollout_wg, "actor")
+        return generation_divisor(self.config.actor_rollout_ref.rollout.agent.num_workers, dp_size)
+
+    # ------------------------------------------------------------------ the round loop
+    def fit(self):
+        self.tracking = Tracking(
+            project_name=self.config.trainer.project_name,
+            experiment_name=self.config.trainer.experiment_name,
+            default_backend=self.config.trainer.logger,
+            config=OmegaConf.to_container(self.config, resolve=True),
+        )
+        self.global_steps = 0
+        self._load_checkpoint()
+        self.checkpoint_manager.update_weights(self.global_steps)
+        self.pc.check_parallel_sizes(
+            self._get_dp_size(self.actor_rollout_wg, "actor"),
+            int(self.config.actor_rollout_ref.actor.ppo_mini_batch_size),
+        )
+        SkipManager.init(self.config)
+
+        if self.config.trainer.get("val_before_train", True):
+            val_metrics = self._validate()
+            self.tracking.log(data=val_metrics, step=self.global_steps)
+            if self.config.trainer.get("val_only", False):
+                return
+
+        self.global_steps += 1
+        SkipManager.set_step(self.global_steps)
+        tally, parts, timing_raw = StepTally(), [], {}
+        last_validated_step = None
+        start_epoch = self.global_steps // max(len(self.train_dataloader), 1)
+
+        for epoch in range(start_epoch, self.config.trainer.total_epochs):
+            for batch_dict in self.train_dataloader:
+                with marked_timer("step", timing_raw):
+                    contribution = self._run_round(batch_dict, tally, parts, timing_raw)
+                if contribution is not None:
+                    parts.append(contribution)
+                if tally.committed_prompts < self.pc.train_batch_size:
+                    self._check_round_limit(tally)
+                    continue
+
+                is_last_step = self.global_steps >= self.total_training_steps
+                with marked_timer("step", timing_raw):
+                    batch = self._assemble_training_batch(parts)
+                    metrics = self._pc_step_metrics(tally, batch, epoch)
+                    self.buffer.flush_stale(self.global_steps, self.pc.buffer_max_off_steps)
+                    metrics["buffer_stats/local/evict_count"] = self.buffer.counters.evict
+                    metrics["buffer_stats/local/buffer_size"] = len(self.buffer)
+                    batch = self._update_policy(batch, metrics, timing_raw, is_last_step)
+
+                if self.config.trainer.test_freq > 0 and (
+                    is_last_step or self.global_steps % self.config.trainer.test_freq == 0
+                ):
+                    with marked_timer("testing", timing_raw):
+                        metrics.update(self._validate())
+                    last_validated_step = self.global_steps
+
+                self._log_step(batch, metrics, timing_raw)
+                tally, parts, timing_raw = StepTally(), [], {}
+                self.buffer.counters.reset()
+                if is_last_step:
+                    self._finish()
+                    return
+                self.global_steps += 1
+                SkipManager.set_step(self.global_steps)
+
+            tally, parts = self._end_epoch(epoch, tally, parts)
+            if len(self.train_dataset) < self.pc.gen_batch_size:
+                logger.warning(
+                    "after eviction only %d prompts remain, fewer than data.gen_batch_size=%d: stopping",
+                    len(self.train_dataset),
+                    self.pc.gen_batch_size,
+                )
+                break
+
+        self._finish_after_last_epoch(last_validated_step)
+
+    def _run_round(self, batch_dict: dict, tally: StepTally, parts: list, timing_raw: dict) -> DataProto | None:
+        """One round: pilot the new prompts, commit buffered ones, in one generation call.
+
+        Returns the round's training contribution (reused pilots + commits), or None.
+        """
+        self.gen_round += 1
+        tally.rounds += 1
+        self.total_sampling_rounds += 1
+        prompts = self._new_pilot_prompts(batch_dict)
+        self.total_consumed_prompts += len(prompts)
+
+        needed = self.pc.train_batch_size - tally.committed_prompts
+        draws = self.buffer.sample(commit_size(needed, len(self.buffer)), self.pc.n_pilot_effective)
+        commit_prompts, reused = self._take_from_buffer(draws)
+
+        with marked_timer("gen", timing_raw, color="red"):
+            pilot_rows, commit_rows = self._generate(prompts, commit_prompts, tally, timing_raw)
+
+        with marked_timer("pilot_filter", timing_raw):
+            self._absorb_pilot(pilot_rows, prompts, tally)
+
+        if commit_rows is None:
+            return None
+        tally.committed_prompts += len(draws)
+        tally.commit_ages.append(np.array([self.global_steps - d.entry.inserted_step for d in draws]))
+        return self._concat_rows([reused, commit_rows], what="reused pilot rollouts and commit rollouts")
+
+    def _new_pilot_prompts(self, batch_dict: dict) -> DataProto:
+        prompts = DataProto.from_single_dict(batch_dict)
+        ids = np.asarray(prompts.non_tensor_batch["index"]).astype(np.int64)
+        uniq, counts = np.unique(ids, return_counts=True)
+        if (counts > 1).any():
+            raise ValueError(
+                f"generation batch holds prompt ids {uniq[counts > 1][:10].tolist()} more than once; "
+                "extra_info.index must be unique per prompt"
+            )
+        prompts.non_tensor_batch["index"] = ids
+        prompts.non_tensor_batch["uid"] = np.array([f"{self.gen_round}:{i}" for i in ids], dtype=object)
+        prompts.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
+        return prompts
+
+    def _take_from_buffer(self, draws: list[Draw]) -> tuple[DataProto | None, DataProto | None]:
+        """Prompt rows and reused pilot rollouts of the drawn prompts, selected once per pilot round."""
+        if not draws:
+            return None, None
+        by_round: dict[int, tuple[PilotRound, list[Draw]]] = {}
+        for draw in draws:
+            ref: PilotRef = draw.entry.payload
+            by_round.setdefault(id(ref.round), (ref.round, []))[1].append(draw)
+        prompt_parts, rollout_parts = [], []
+        for pilot_round, round_draws in by_round.values():
+            positions = np.array([d.entry.payload.position for d in round_draws])
+            rows = np.concatenate(
+                [d.entry.payload.position * pilot_round.n_pilot + d.response_index for d in round_draws]
+            )
+            prompt_parts.append(pilot_round.prompts.select_idxs(positions))
+            rollout_parts.append(pilot_round.rollouts.select_idxs(rows))
+        commit_prompts = self._concat_rows(prompt_parts, what="buffered prompt rows")
+        reused = self._concat_rows(rollout_parts, what="buffered pilot rollouts")
+        return commit_prompts, reused
+
+    def _generate(
+        self, prompts: DataProto, commit_prompts: DataProto | None, tally: StepTally, timing_raw: dict
+    ) -> tuple[DataProto, DataProto | None]:
+        """Generate pilots and commits in ONE call; return (pilot rows, commit rows) with rewards."""
+        n_pilot, n_commit = self.pc.n_pilot, self.pc.n_commit
+        pilot_side, pilot_gen = self._split_for_generation(prompts)
+        gen_parts = [pilot_gen.repeat(n_pilot, interleave=True)]
+        if commit_prompts is not None:
+            commit_side, commit_gen = self._split_for_generation(commit_prompts)
+            gen_parts.append(commit_gen.repeat(n_commit, interleave=True))
+        gen_batch = self._concat_rows(gen_parts, what="pilot and commit generation inputs")
+        num_pilot_rows = len(gen_parts[0])
+        num_rows = len(gen_batch)
+
+        gen_batch, pad = pad_dataproto_to_divisor(gen_batch, self._generation_divisor())
+        gen_batch.meta_info["global_steps"] = self.global_steps
+        output = self.async_rollout_manager.generate_sequences(gen_batch)
+        self.checkpoint_manager.sleep_replicas()
+        for key, value in output.meta_info.pop("timing", {}).items():
+            timing_raw[key] = timing_raw.get(key, 0.0) + value
+        output = unpad_dataproto(output, pad)
+        if len(output) != num_rows:
+            raise RuntimeError(f"generation returned {len(output)} rows for {num_rows} inputs")
+
+        tally.pilot_rollouts += num_pilot_rows
+        tally.commit_rollouts += num_rows - num_pilot_rows
+        tally.padding_rollouts += pad
+        self.cumulative_rollouts += num_rows
+
+        pilot_rows = self._with_rewards(pilot_side.repeat(n_pilot, interleave=True), output.slice(0, num_pilot_rows))
+        self._tag_rollouts(pilot_rows, is_pilot=True)
+        if commit_prompts is None:
+            return pilot_rows, None
+        commit_rows = self._with_rewards(
+            commit_side.repeat(n_commit, interleave=True), output.slice(num_pilot_rows, num_rows)
+        )
+        self._tag_rollouts(commit_rows, is_pilot=False)
+        return pilot_rows, commit_rows
+
+    def _split_for_generation(self, prompts: DataProto) -> tuple[DataProto, DataProto]:
+        """(reward-side rows, generation inputs) of a copy of ``prompts``, the way stock fit() splits them."""
+        reward_side = prompts.select_idxs(np.arange(len(prompts)))
+        gen_inputs = self._get_gen_batch(reward_side)
+        # The agent loop does not echo inputs back when reward workers run, so keep the prompt id here.
+        reward_side.non_tensor_batch["index"] = gen_inputs.non_tensor_batch["index"].copy()
+        return reward_side, gen_inputs
+
+    def _with_rewards(self, rows: DataProto, generated: DataProto) -> DataProto:
+        rows = rows.union(generated)
+        rows.meta_info = {}
+        if "rm_scores" not in rows.batch.keys():
+            if not self.use_rm:
+                raise RuntimeError(
+                    "the rollout returned no rm_scores: Pilot-Commit needs rewards from verl's reward loop "
+                    "(reward.reward_manager / reward.custom_reward_function) to run the pilot filter"
+                )
+            rows = rows.union(self._compute_reward_colocate(rows))
+        scores, _ = extract_reward(rows)
+        rows.batch["token_level_scores"] = scores
+        if "response_mask" not in rows.batch.keys():
+            rows.batch["response_mask"] = compute_response_mask(rows)
+        return rows
+
+    def _tag_rollouts(self, rows: DataProto, is_pilot: bool) -> None:
+        rows.non_tensor_batch[ROLLOUT_STEP] = np.full(len(rows), self.global_steps, dtype=np.int64)
+        rows.non_tensor_batch[IS_PILOT] = np.full(len(rows), is_pilot, dtype=bool)
+
+    def _metric_values(self, rows: DataProto) -> np.ndarray:
+        name = self.pc.agg_metric
+        if name in rows.non_tensor_batch:
+            return np.asarray(rows.non_tensor_batch[name], dtype=np.float64)
+        if name == "seq_reward":
+            return rows.batch["token_level_scores"].sum(dim=-1).double().numpy()
+        raise PCConfigError(
+            f"algorithm.agg_metric={name!r} is not in the reward's extra info "
+            f"(have {sorted(k for k in rows.non_tensor_batch)}); return it from the reward function "
+            "or use 'seq_reward' (the summed token-level score)"
+        )
+
+    def _absorb_pilot(self, pilot_rows: DataProto, prompts: DataProto, tally: StepTally) -> None:
+        """Band-filter the pilot, park passing groups in the buffer, mark solved prompts for eviction."""
+        values = self._metric_values(pilot_rows)
+        verdict = classify_pilot(
+            pilot_rows.non_tensor_batch["index"],
+            values,
+            p_lower=self.pc.p_lower,
+            p_upper=self.pc.p_upper,
+            evict_threshold=self.pc.evict_threshold,
+        )
+        if verdict.num_prompts != len(prompts) or not (verdict.stats.count == self.pc.n_pilot).all():
+            raise RuntimeError(
+                f"pilot returned {verdict.num_prompts} prompts with rollout counts "
+                f"{np.unique(verdict.stats.count).tolist()}; expected {len(prompts)} x {self.pc.n_pilot}"
+            )
+        tally.add_pilot(verdict, values)
+        self.evict_next_epoch.update(verdict.stats.prompt_ids[verdict.evict].tolist())
+
+        passing = np.flatnonzero(verdict.passed)
+        if passing.size == 0:
+            return
+        # Rows are interleaved, so prompt j owns rows [j*n, (j+1)*n) of the pilot and row j of prompts.
+        prompt_pos = verdict.stats.first_row[passing] // self.pc.n_pilot
+        rows = (prompt_pos[:, None] * self.pc.n_pilot + np.arange(self.pc.n_pilot)).ravel()
+        kept_prompts = prompts.select_idxs(prompt_pos)
+        kept_prompts.meta_info = {}
+        pilot_round = PilotRound(prompts=kept_prompts, rollouts=pilot_rows.select_idxs(rows), n_pilot=self.pc.n_pilot)
+        group_values = values[rows].reshape(-1, self.pc.n_pilot)
+        for position, prompt_id in enumerate(verdict.stats.prompt_ids[passing].tolist()):
+            self.buffer.add(prompt_id, PilotRef(pilot_round, position), group_values[position], self.global_steps)
+
+    def _check_round_limit(self, tally: StepTally) -> None:
+        limit = self.pc.max_num_gen_batches
+        if 0 < limit <= tally.rounds:
+            raise RuntimeError(
+                f"step {self.global_steps}: {tally.rounds} generation rounds (algorithm.max_num_gen_batches={limit}) "
+                f"committed only {tally.committed_prompts} of {self.pc.train_batch_size} prompts; the data is too "
+                "hard or too easy for the band, so widen algorithm.diversity_threshold_* or raise "
+                "algorithm.max_num_gen_batches (<= 0 means unlimited)"
+            )
+
+    # ------------------------------------------------------------------ the training step
+    def _assemble_training_batch(self, parts: list[DataProto]) -> DataProto:
+        batch = self._concat_rows(parts, what="training contributions")
+        uids, counts = np.unique(batch.non_tensor_batch["uid"], return_counts=True)
+        if len(uids) != self.pc.train_batch_size or (counts != self.pc.group_size).any():
+            raise RuntimeError(
+                f"step {self.global_steps} assembled {len(uids)} groups of sizes {np.unique(counts).tolist()}; "
+                f"expected {self.pc.train_batch_size} groups of {self.pc.group_size}"
+            )
+        batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
+        batch.meta_info["global_steps"] = self.global_steps
+        return batch
+
+    def _update_policy(self, batch: DataProto, metrics: dict, timing_raw: dict, is_last_step: bool) -> DataProto:
+        """The stock PPO/GRPO update on the assembled batch (old log-probs recomputed for every row)."""
+        if self.config.trainer.balance_batch:
+            self._balance_batch(batch, metrics=metrics)
+        batch.meta_info["global_token_num"] = torch.sum(batch.batch["attention_mask"], dim=-1).tolist()
+        images_seqlens = []
+        for mm_inputs in batch.non_tensor_batch.get("multi_modal_inputs", []):
+            if mm_inputs is not None and "image_grid_thw" in mm_inputs:
+                images_seqlens.extend(mm_inputs["images_seqlens"].tolist())
+        batch.meta_info["images_seqlens"] = images_seqlens
+
+        with marked_timer("old_log_prob", timing_raw, color="blue"):
+            old_log_prob, mfu = self._compute_old_log_prob(batch)
+            actor_cfg = self.config.actor_rollout_ref.actor
+            entropy = agg_loss(
+                loss_mat=old_log_prob.batch["entropys"],
+                loss_mask=batch.batch["response_mask"],
+                loss_agg_mode=actor_cfg.loss_agg_mode,
+                loss_scale_factor=actor_cfg.loss_scale_factor,
+            )
+            metrics.update({"actor/entropy": entropy.detach().item(), "perf/mfu/actor_infer": mfu})
+            old_log_prob.batch.pop("entropys")
+            batch = batch.union(old_log_prob)
+
+        if self.use_reference_policy:
+            with marked_timer("ref", timing_raw, color="olive"):
+                batch = batch.union(self._compute_ref_log_prob(batch))
+        if self.use_critic:
+            with marked_timer("values", timing_raw, color="cyan"):
+                batch = batch.union(self._compute_values(batch))
+
+        with marked_timer("adv", timing_raw, color="brown"):
+            if self.config.algorithm.use_kl_in_reward:
+                batch, kl_metrics = apply_kl_penalty(
+                    batch, kl_ctrl=self.kl_ctrl_in_reward, kl_penalty=self.config.algorithm.kl_penalty
+                )
+                metrics.update(kl_metrics)
+            else:
+                batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
+            batch = compute_advantage(
+                batch,
+                adv_estimator=self.config.algorithm.adv_estimator,
+                gamma=self.config.algorithm.gamma,
+                lam=self.config.algorithm.lam,
+                num_repeat=self.pc.group_size,
+                norm_adv_by_std_in_grpo=self.config.algorithm.get("norm_adv_by_std_in_grpo", True),
+                config=self.config.algorithm,
+            )
+
+        if self.use_critic:
+            with marked_timer("update_critic", timing_raw, color="pink"):
+                metrics.update(reduce_metrics(self._update_critic(batch).meta_info["metrics"]))
+        if self.config.trainer.critic_warmup > self.global_steps:
+            self.checkpoint_manager.update_weights(self.global_steps)
+            return batch
+        with marked_timer("update_actor", timing_raw, color="red"):
+            actor_output = self._update_actor(batch)
+        if self.config.trainer.save_freq > 0 and (
+            is_last_step or self.global_steps % self.config.trainer.save_freq == 0
+        ):
+            with marked_timer("save_checkpoint", timing_raw, color="green"):
+                self._save_checkpoint()
+        with marked_timer("update_weights", timing_raw, color="red"):
+            self.checkpoint_manager.update_weights(self.global_steps)
+        metrics.update(reduce_metrics(actor_output.meta_info["metrics"]))
+        return batch
+
+    def _pc_step_metrics(self, tally: StepTally, batch: DataProto, epoch: int) -> dict:
+        self.cumulative_trained_rollouts += len(batch)
+        metrics = step_metrics(
+            tally,
+            trained_rows=len(batch),
+            trained_prompts=tally.committed_prompts,
+            buffer_counters=self.buffer.counters,
+            buffer_size=len(self.buffer),
+            p_lower=self.pc.p_lower,
+            p_upper=self.pc.p_upper,
+        )
+        metrics.update(
+            {
+                "rollout_stats/cumulative_rollouts_sample": self.cumulative_rollouts,
+                "rollout_stats/cumulative_rollouts_train": self.cumulative_trained_rollouts,
+                "training/global_step": self.global_steps,
+                "training/epoch": epoch,
+                "training/total_consumed_prompts": self.total_consumed_prompts,
+                "training/total_sampling_rounds": self.total_sampling_rounds,
+                "training/num_evicted_prompts": len(getattr(self.train_dataset, "evicted_ids", ())),
+            }
+        )
+        return metrics
+
+    def _log_step(self, batch: DataProto, metrics: dict, timing_raw: dict) -> None:
+        metrics.update(compute_data_metrics(batch=batch, use_critic=self.use_critic))
+        metrics.update(compute_timing_metrics(batch=batch, timing_raw=timing_raw))
+        n_gpus = self.resource_pool_manager.get_n_gpus()
+        metrics.update(compute_throughout_metrics(batch=batch, timing_raw=timing_raw, n_gpus=n_gpus))
+        metrics.update(compute_variance_proxy_metrics(batch=batch, gradient_norm=metrics.get("actor/grad_norm")))
+        self.tracking.log(data=metrics, step=self.global_steps)
+
+    # ------------------------------------------------------------------ epoch and run ends
+    def _end_epoch(self, epoch: int, tally: StepTally, parts: list) -> tuple[StepTally, list]:
+        """Drop the partial batch and the buffer (as the reference does); evict solved prompts.
+
+        The dropped rollouts stay counted: they are carried into the next logged step's counters.
+        """
+        dropped_prompts = tally.committed_prompts
+        flushed = self.buffer.flush_all()
+        evicted_rows = 0
+        if self.evict_next_epoch and hasattr(self.train_dataset, "evict"):
+            evicted_rows = self.train_dataset.evict(self.evict_next_epoch)
+        self.evict_next_epoch.clear()
+        epoch_metrics = {
+            "exclusion_stats/epoch": epoch,
+            "exclusion_stats/evicted_this_epoch": evicted_rows,
+            "exclusion_stats/dataset_size": len(self.train_dataset),
+            "exclusion_stats/original_size": getattr(self.train_dataset, "num_rows_total", len(self.train_dataset)),
+            "exclusion_stats/dropped_partial_prompts": dropped_prompts,
+            "exclusion_stats/flushed_buffer_entries": flushed,
+        }
+        self.tracking.log(data=epoch_metrics, step=self.global_steps)
+        logger.info("end of epoch %d: %s", epoch, pformat(epoch_metrics))
+        return tally.carry_counts_only(), []
+
+    def _finish(self) -> None:
+        if hasattr(self.actor_rollout_wg, "async_calls_finalize_fn_exec"):
+            self.actor_rollout_wg.async_calls_finalize_fn_exec(blocking=True)
+        self._shutdown_dump_executor()
+        self.tracking.finish()
+
+    def _finish_after_last_epoch(self, last_validated_step: int | None) -> None:
+        """The data ran out before total_training_steps: validate the final policy, then finish."""
+        final_step = self.global_steps - 1
+        logger.warning(
+            "trainer.total_epochs=%s ended at step %d, before trainer.total_training_steps=%s",
+            self.config.trainer.total_epochs,
+            final_step,
+            self.total_training_steps,
+        )
+        if self.config.trainer.test_freq > 0 and last_validated_step != final_step and final_step > 0:
+            self.tracking.log(data=self._validate(), step=final_step)
+        self._finish()
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _concat_rows(parts: list[DataProto | None], what: str) -> DataProto:
+        parts = [p for p in parts if p is not None]
+        keys = [set(p.non_tensor_batch) for p in parts]
+        tensor_keys = [set(p.batch.keys()) if p.batch is not None else set() for p in parts]
+        for i in range(1, len(parts)):
+            if keys[i] != keys[0] or tensor_keys[i] != tensor_keys[0]:
+                diff = sorted((keys[i] ^ keys[0]) | (tensor_keys[i] ^ tensor_keys[0]))
+                raise RuntimeError(f"cannot concatenate {what}: fields {diff} are present in only some of them")
+        if len(parts) == 1:
+            return parts[0]
+        merged = DataProto.concat([DataProto(batch=p.batch, non_tensor_batch=p.non_tensor_batch) for p in parts])
+        merged.meta_info = dict(parts[0].meta_info)
+        return merged

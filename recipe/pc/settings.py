@@ -1,0 +1,137 @@
+"""The Pilot-Commit keys of the Hydra config, read once and checked with errors that name the key."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from recipe.pc.replay_buffer import PROMPT_STRATEGIES, RESPONSE_STRATEGIES
+
+
+class PCConfigError(ValueError):
+    """A Pilot-Commit config value that cannot work; the message names the key and a fix."""
+
+
+@dataclass(frozen=True)
+class PCSettings:
+    train_batch_size: int  # B: prompts per optimizer step
+    gen_batch_size: int  # G: pilot prompts per round
+    n_pilot: int
+    n_pilot_effective: int  # pilot rollouts reused in a training group
+    n_commit: int
+    p_lower: float
+    p_upper: float
+    evict_threshold: float | None
+    agg_metric: str
+    max_num_gen_batches: int  # <= 0: unlimited rounds per step
+    buffer_size: int
+    buffer_max_off_steps: int
+    prompt_strategy: str
+    response_strategy: str
+    seed: int
+
+    @property
+    def group_size(self) -> int:
+        return self.n_pilot_effective + self.n_commit
+
+    @property
+    def train_rows(self) -> int:
+        return self.train_batch_size * self.group_size
+
+    @classmethod
+    def from_config(cls, config) -> PCSettings:
+        algo, data = config.algorithm, config.data
+        rollout_n = int(config.actor_rollout_ref.rollout.n)
+        n_pilot = int(algo.exploration.n)
+        n_eff = algo.exploration.get("n_effective", None)
+        n_eff = n_pilot if n_eff is None else int(n_eff)
+        seed = algo.get("seed", None)
+        if seed is None:
+            seed = data.get("seed", None)
+        settings = cls(
+            train_batch_size=int(data.train_batch_size),
+            gen_batch_size=int(data.get("gen_batch_size", None) or data.train_batch_size),
+            n_pilot=n_pilot,
+            n_pilot_effective=n_eff,
+            n_commit=rollout_n,
+            p_lower=float(algo.diversity_threshold_lower),
+            p_upper=float(algo.diversity_threshold_upper),
+            evict_threshold=None if algo.exclude_threshold_upper is None else float(algo.exclude_threshold_upper),
+            agg_metric=str(algo.agg_metric),
+            max_num_gen_batches=int(algo.max_num_gen_batches),
+            buffer_size=int(algo.buffer_size),
+            buffer_max_off_steps=int(algo.buffer_max_off_steps),
+            prompt_strategy=str(algo.buffer_sampling_method),
+            response_strategy=str(algo.buffer_response_sampling_method),
+            seed=0 if seed is None else int(seed),
+        )
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        for key, value in (
+            ("algorithm.diversity_threshold_lower", self.p_lower),
+            ("algorithm.diversity_threshold_upper", self.p_upper),
+        ):
+            if not 0.0 <= value <= 1.0 or math.isnan(value):
+                raise PCConfigError(f"{key}={value} must lie in [0, 1]")
+        if self.evict_threshold is not None and not 0.0 < self.evict_threshold <= 1.0:
+            raise PCConfigError(
+                f"algorithm.exclude_threshold_upper={self.evict_threshold} must lie in (0, 1], or be null to never evict"
+            )
+        if self.p_lower > 1.0 - self.p_upper:
+            raise PCConfigError(
+                f"empty band: algorithm.diversity_threshold_lower={self.p_lower} is above "
+                f"1 - algorithm.diversity_threshold_upper={1.0 - self.p_upper}; no prompt could pass the pilot"
+            )
+        if self.n_pilot < 1:
+            raise PCConfigError(f"algorithm.exploration.n={self.n_pilot} must be at least 1")
+        if not 1 <= self.n_pilot_effective <= self.n_pilot:
+            raise PCConfigError(
+                f"algorithm.exploration.n_effective={self.n_pilot_effective} must lie in "
+                f"[1, algorithm.exploration.n={self.n_pilot}]: only generated pilot rollouts can be reused"
+            )
+        if self.n_commit < 1:
+            raise PCConfigError(f"actor_rollout_ref.rollout.n={self.n_commit} (commit rollouts) must be at least 1")
+        if self.train_batch_size < 1 or self.gen_batch_size < 1:
+            raise PCConfigError(
+                f"data.train_batch_size={self.train_batch_size} and data.gen_batch_size={self.gen_batch_size} "
+                "must be positive"
+            )
+        if self.buffer_size < self.train_batch_size:
+            raise PCConfigError(
+                f"algorithm.buffer_size={self.buffer_size} is below data.train_batch_size={self.train_batch_size}: "
+                "a step could never be filled from the buffer"
+            )
+        if self.buffer_max_off_steps < 0:
+            raise PCConfigError(f"algorithm.buffer_max_off_steps={self.buffer_max_off_steps} must be >= 0")
+        if self.prompt_strategy not in PROMPT_STRATEGIES:
+            raise PCConfigError(
+                f"algorithm.buffer_sampling_method={self.prompt_strategy!r}; choose one of {PROMPT_STRATEGIES}"
+            )
+        if self.response_strategy not in RESPONSE_STRATEGIES:
+            raise PCConfigError(
+                f"algorithm.buffer_response_sampling_method={self.response_strategy!r}; "
+                f"choose one of {RESPONSE_STRATEGIES}"
+            )
+
+    def check_parallel_sizes(self, dp_size: int, ppo_mini_batch_size: int) -> None:
+        """The trained batch must split evenly over data-parallel ranks and PPO mini-batches.
+
+        verl 0.9.1 sizes a mini-batch as ``ppo_mini_batch_size * rollout.n`` rows (rollout.n is the
+        commit count here, as in the reference) and asserts that it divides each rank's rows.
+        """
+        rows = self.train_rows
+        mini_rows = ppo_mini_batch_size * self.n_commit
+        if rows % dp_size:
+            raise PCConfigError(
+                f"a step trains data.train_batch_size * (n_effective + rollout.n) = {rows} rows, "
+                f"which does not split over {dp_size} data-parallel ranks"
+            )
+        if mini_rows % dp_size or (rows // dp_size) % (mini_rows // dp_size):
+            raise PCConfigError(
+                f"actor_rollout_ref.actor.ppo_mini_batch_size={ppo_mini_batch_size} gives mini-batches of "
+                f"{ppo_mini_batch_size} * rollout.n({self.n_commit}) = {mini_rows} rows, which must divide the "
+                f"{rows} trained rows per step evenly across {dp_size} ranks; pick ppo_mini_batch_size so that "
+                f"{self.train_batch_size} * {self.group_size} is a multiple of ppo_mini_batch_size * {self.n_commit}"
+            )

@@ -1,0 +1,227 @@
+"""The real RayPCTrainer.fit() on CPU, with stand-ins only for the rollout manager and actor workers."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from conftest import compose_pc_config
+from pc_standins import (
+    StandInActorWorkerGroup,
+    StandInAgentLoopManager,
+    StandInCheckpointManager,
+    env_file_logger,
+    read_metrics,
+    step_records,
+    write_prompt_parquet,
+)
+from verl.single_controller.ray import ResourcePoolManager
+from verl.trainer.ppo.utils import Role
+from verl.utils.dataset.rl_dataset import collate_fn
+
+from recipe.pc.dataset import PilotCommitDataset
+from recipe.pc.pc_ray_trainer import RayPCTrainer
+
+B, G, N_PILOT, N_COMMIT, MAX_OFF = 4, 8, 4, 4, 2
+# 40 prompts: never solved, in-band at three pass rates, and always solved (evicted after epoch 1).
+PROBS = [0.0] * 8 + [0.3] * 8 + [0.5] * 8 + [0.7] * 8 + [1.0] * 8
+ALWAYS_SOLVED = set(range(32, 40))
+
+
+def build_trainer(tmp_path, tokenizer, probs=PROBS, extra=(), dp_size=2, agent_workers=3, seed=0):
+    data = write_prompt_parquet(str(tmp_path / "train.parquet"), probs)
+    cfg = compose_pc_config(
+        [
+            f"data.train_files={data}",
+            f"data.val_files={data}",
+            f"data.train_batch_size={B}",
+            f"data.gen_batch_size={G}",
+            "data.max_prompt_length=48",
+            "data.max_response_length=6",
+            "data.filter_overlong_prompts=False",
+            "data.dataloader_num_workers=0",
+            "data.seed=7",
+            "actor_rollout_ref.model.path=/no/model/needed",
+            "actor_rollout_ref.rollout.name=vllm",
+            f"actor_rollout_ref.rollout.n={N_COMMIT}",
+            f"actor_rollout_ref.rollout.agent.num_workers={agent_workers}",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+            f"algorithm.exploration.n={N_PILOT}",
+            f"algorithm.buffer_max_off_steps={MAX_OFF}",
+            "trainer.logger=['file']",
+            "trainer.val_before_train=False",
+            "trainer.test_freq=-1",
+            "trainer.save_freq=-1",
+            "trainer.total_training_steps=9",
+            "trainer.total_epochs=8",
+            f"trainer.n_gpus_per_node={dp_size}",
+            "trainer.device=cpu",
+            *extra,
+        ]
+    )
+    train = PilotCommitDataset(data_files=data, tokenizer=tokenizer, config=cfg.data)
+    val = PilotCommitDataset(data_files=data, tokenizer=tokenizer, config=cfg.data)
+    trainer = RayPCTrainer(
+        config=cfg,
+        tokenizer=tokenizer,
+        role_worker_mapping={Role.ActorRollout: object},
+        resource_pool_manager=ResourcePoolManager({"global_pool": [dp_size]}, {Role.ActorRollout: "global_pool"}),
+        train_dataset=train,
+        val_dataset=val,
+        collate_fn=collate_fn,
+    )
+    trainer.actor_rollout_wg = StandInActorWorkerGroup(dp_size)
+    trainer.async_rollout_manager = StandInAgentLoopManager(cfg, tokenizer, seed=seed)
+    trainer.checkpoint_manager = StandInCheckpointManager()
+    return trainer
+
+
+def pilot_ids(call):
+    """Prompt ids of a generation call's pilot part (the first G * N_PILOT rows)."""
+    return call.prompt_ids[: G * N_PILOT : N_PILOT]
+
+
+@pytest.fixture
+def finished_run(tmp_path, tokenizer):
+    log = env_file_logger(tmp_path)
+    trainer = build_trainer(tmp_path, tokenizer)
+    ages_after_flush = []
+    flush = trainer.buffer.flush_stale
+
+    def checked_flush(step, max_off):
+        dropped = flush(step, max_off)
+        ages_after_flush.append(trainer.buffer.ages(step))
+        return dropped
+
+    trainer.buffer.flush_stale = checked_flush
+    trainer.fit()
+    return trainer, step_records(log), read_metrics(log), ages_after_flush
+
+
+def test_every_step_trains_b_groups_of_pilot_plus_commit(finished_run):
+    trainer, steps, _, _ = finished_run
+    updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
+    assert len(updates) == 9 == len(steps)
+    for step, call in enumerate(updates, start=1):
+        groups = Counter(call.uids)
+        assert len(groups) == B
+        assert set(groups.values()) == {N_PILOT + N_COMMIT}
+        assert call.mini_batch_rows == 4 * N_COMMIT  # reference mini-batch arithmetic: ppo_mini_batch_size x n
+        steps_of = np.asarray(call.rollout_steps)
+        pilot = np.asarray(call.is_pilot, dtype=bool)
+        for uid in groups:
+            rows = np.asarray(call.uids) == uid
+            assert pilot[rows].sum() == N_PILOT
+            assert (steps_of[rows & ~pilot] == step).all()  # commits are fresh
+            pilot_step = steps_of[rows & pilot]
+            assert len(set(pilot_step)) == 1  # a group's reused pilots come from one pilot round
+            assert step - MAX_OFF - 1 <= pilot_step[0] <= step  # within the staleness bound
+
+
+def test_old_log_probs_recomputed_for_every_trained_row(finished_run):
+    trainer, _, _, _ = finished_run
+    calls = trainer.actor_rollout_wg.calls
+    kinds = [c.kind for c in calls]
+    assert kinds == ["compute_log_prob", "update_actor"] * 9
+    for recompute, update in zip(calls[::2], calls[1::2]):
+        assert sorted(recompute.uids) == sorted(update.uids)
+
+
+def test_one_generation_call_per_round_and_counters_add_up(finished_run):
+    trainer, steps, _, _ = finished_run
+    gen_calls = trainer.async_rollout_manager.calls
+    assert len(gen_calls) == trainer.total_sampling_rounds
+    assert trainer.total_consumed_prompts == G * len(gen_calls)
+    for call in gen_calls:
+        assert call.num_rows % 6 == 0  # padded to lcm(agent workers 3, dp 2)
+    padding = sum(s["rollout_stats/num_rollouts_padding"] for s in steps)
+    for s in steps:
+        assert s["rollout_stats/num_rollouts_sample"] == (
+            s["rollout_stats/num_rollouts_sample_explore"] + s["rollout_stats/num_rollouts_sample_commit"]
+        )
+        assert s["rollout_stats/num_rollouts_train"] == B * (N_PILOT + N_COMMIT)
+        assert s["training/num_prompt_in_batch"] == B
+        assert s["rollout_stats/num_rollouts_sample_commit"] == N_COMMIT * B
+    cumulative = [s["rollout_stats/cumulative_rollouts_sample"] for s in steps]
+    assert cumulative == list(np.cumsum([s["rollout_stats/num_rollouts_sample"] for s in steps]))
+    generated = sum(c.num_rows for c in gen_calls)
+    assert cumulative[-1] + padding == generated
+    rounds = sum(s["training/num_gen_batches"] for s in steps)
+    assert rounds <= len(gen_calls)  # rounds of partial batches dropped at epoch ends are not a step's
+
+
+def test_solved_prompts_are_evicted_and_never_return(finished_run):
+    trainer, _, records, _ = finished_run
+    epochs = [r["data"] for r in records if "exclusion_stats/epoch" in r.get("data", {})]
+    assert len(epochs) >= 1, "the run must cross an epoch boundary"
+    first_epoch_rounds = len(PROBS) // G
+    piloted = Counter()
+    for call in trainer.async_rollout_manager.calls:
+        piloted.update(pilot_ids(call).tolist())
+    for pid in ALWAYS_SOLVED:
+        assert piloted[pid] == 1  # piloted once in epoch 1, evicted, never seen again
+    later = [pid for call in trainer.async_rollout_manager.calls[first_epoch_rounds:] for pid in call.prompt_ids]
+    assert not ALWAYS_SOLVED & set(int(p) for p in later)
+    assert ALWAYS_SOLVED <= trainer.train_dataset.evicted_ids
+    assert len(trainer.train_dataset) <= len(PROBS) - len(ALWAYS_SOLVED)
+
+
+def test_buffer_never_holds_entries_older_than_the_bound(finished_run):
+    _, steps, _, ages = finished_run
+    assert ages and all((a <= MAX_OFF).all() for a in ages)
+    assert max(s["off_policy_stats/local/max"] for s in steps if s["off_policy_stats/local/count"]) <= MAX_OFF + 1
+    assert all(s["buffer_stats/local/buffer_size"] <= 100000 for s in steps)
+
+
+def test_too_hard_band_deferral_and_commit_metrics(finished_run):
+    _, steps, _, _ = finished_run
+    assert sum(s["filtering_stats/too_incorrect_count"] for s in steps) > 0
+    assert sum(s["filtering_stats/too_correct_count"] for s in steps) > 0
+    assert sum(s["filtering_stats/pass_count"] for s in steps) >= B * len(steps)
+    assert all(0.0 <= s["filtering_stats/pass_rate"] <= 1.0 for s in steps)
+
+
+def test_run_is_reproducible_from_its_seeds(tmp_path, tokenizer):
+    runs = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        env_file_logger(tmp_path / name)
+        trainer = build_trainer(tmp_path / name, tokenizer)
+        trainer.fit()
+        runs.append(
+            [c.prompt_ids.tolist() for c in trainer.async_rollout_manager.calls]
+            + [sorted(c.uids) for c in trainer.actor_rollout_wg.calls]
+        )
+    assert runs[0] == runs[1]
+
+
+def test_dataloader_workers_see_evictions(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+    trainer = build_trainer(tmp_path, tokenizer, extra=["data.dataloader_num_workers=2"])
+    trainer.fit()
+    later = trainer.async_rollout_manager.calls[len(PROBS) // G :]
+    assert later
+    assert not ALWAYS_SOLVED & {int(p) for call in later for p in call.prompt_ids}
+
+
+def test_generation_batch_padding_when_sizes_do_not_divide(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+    trainer = build_trainer(tmp_path, tokenizer, extra=["trainer.total_training_steps=3"], agent_workers=5)
+    trainer.fit()
+    assert all(c.num_rows % 10 == 0 for c in trainer.async_rollout_manager.calls)
+    assert len([c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]) == 3
+
+
+def test_too_hard_data_stops_with_a_clear_error(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+    trainer = build_trainer(tmp_path, tokenizer, probs=[0.0] * 40, extra=["algorithm.max_num_gen_batches=3"])
+    with pytest.raises(RuntimeError, match="max_num_gen_batches=3"):
+        trainer.fit()
+    assert len(trainer.async_rollout_manager.calls) == 3
+
+
+def test_mini_batch_that_does_not_divide_is_refused_before_generation(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+    trainer = build_trainer(tmp_path, tokenizer, extra=["actor_rollout_ref.actor.ppo_mini_batch_size=3"])
+    with pytest.raises(ValueError, match="ppo_mini_batch_size=3"):
+        trainer.fit()
+    assert trainer.async_rollout_manager.calls == []
