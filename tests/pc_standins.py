@@ -7,6 +7,9 @@ run breaks a test here:
   (``raw_prompt``, ``data_source``, ``reward_model.ground_truth``), returns the keys of
   ``AgentLoopWorker._postprocess`` with fixed prompt/response padding, and, as with reward
   workers on, does NOT echo the input's non-tensor fields back.
+- The rollout replicas share the GPU with the actor (hybrid engine): they must be awake to
+  generate (a sleeping vLLM replica hangs the run) and asleep while the actor computes; the
+  stand-ins share a ``ReplicaState`` that ``StandInCheckpointManager`` flips like the real one.
 - ``StandInActorWorkerGroup`` takes the no-padding TensorDicts of ``_compute_old_log_prob`` and
   ``_update_actor``, splits them over data-parallel ranks and PPO mini-batches with the same
   asserts as verl's dispatch and ``make_iterator``, and returns nested log-probs.
@@ -64,6 +67,12 @@ def write_prompt_parquet(path: str, success_probs: list[float], first_id: int = 
 
 
 @dataclass
+class ReplicaState:
+    awake: bool = False  # replicas start asleep after init_workers; update_weights wakes them
+    weight_version: int = -1
+
+
+@dataclass
 class GenerationCall:
     num_rows: int
     prompt_ids: np.ndarray
@@ -75,7 +84,8 @@ class StandInAgentLoopManager:
 
     REQUIRED_INPUTS = ("raw_prompt", "data_source", "reward_model", "extra_info", "index", "uid")
 
-    def __init__(self, config, tokenizer, seed: int = 0):
+    def __init__(self, config, tokenizer, replicas: ReplicaState, seed: int = 0):
+        self.replicas = replicas
         self.num_workers = int(config.actor_rollout_ref.rollout.agent.num_workers)
         self.prompt_length = int(config.actor_rollout_ref.rollout.prompt_length)
         self.response_length = int(config.actor_rollout_ref.rollout.response_length)
@@ -84,6 +94,7 @@ class StandInAgentLoopManager:
         self.calls: list[GenerationCall] = []
 
     def generate_sequences(self, prompts: DataProto) -> DataProto:
+        assert self.replicas.awake, "generate_sequences on sleeping replicas (the real vLLM server hangs)"
         missing = [k for k in self.REQUIRED_INPUTS if k not in prompts.non_tensor_batch]
         assert not missing, f"agent loop input lacks {missing}"
         assert prompts.batch is None or "input_ids" not in prompts.batch.keys(), "0.9.1 tokenizes in the agent loop"
@@ -145,7 +156,12 @@ class StandInAgentLoopManager:
             "acc": np.array(acc),
             "pred": np.array(pred),
             "raw_prompt": chunk.non_tensor_batch["raw_prompt"].copy(),
+            # The rollout server tags each output with the weight version that generated it.
+            "global_steps": np.full(n, self.replicas.weight_version, dtype=object),
         }
+        reward_info = np.empty(n, dtype=object)
+        reward_info[:] = [{"score": sc, "acc": ac, "pred": pr} for sc, ac, pr in zip(score, acc, pred)]
+        non_tensor["reward_extra_info"] = reward_info
         for key in ("turn_scores", "tool_rewards", "min_global_steps", "max_global_steps", "extras"):
             non_tensor[key] = empty.copy()
         return DataProto(batch=batch, non_tensor_batch=non_tensor, meta_info={"metrics": [{}] * n})
@@ -164,8 +180,9 @@ class ActorCall:
 class StandInActorWorkerGroup:
     """Plays the FSDP actor worker group's compute_log_prob / update_actor over ``dp_size`` ranks."""
 
-    def __init__(self, dp_size: int):
+    def __init__(self, dp_size: int, replicas: ReplicaState):
         self.dp_size = dp_size
+        self.replicas = replicas
         self._dispatch_info: dict = {}
         self.calls: list[ActorCall] = []
 
@@ -173,6 +190,7 @@ class StandInActorWorkerGroup:
         return list(range(self.dp_size))
 
     def _check_dispatch(self, data: TensorDict) -> int:
+        assert not self.replicas.awake, "actor compute while rollout replicas still hold the GPU"
         rows = data.batch_size[0]
         assert rows % self.dp_size == 0, f"{rows} rows do not split over {self.dp_size} data-parallel ranks"
         assert data["input_ids"].is_nested, "the trainer must send no-padding (nested) input_ids"
@@ -219,15 +237,21 @@ class StandInActorWorkerGroup:
 
 
 class StandInCheckpointManager:
-    def __init__(self):
+    """Plays CheckpointEngineManager: update_weights syncs and wakes the replicas, sleep_replicas frees the GPU."""
+
+    def __init__(self, replicas: ReplicaState):
+        self.replicas = replicas
         self.weight_updates: list[int] = []
         self.sleeps = 0
 
     def update_weights(self, global_steps: int) -> None:
         self.weight_updates.append(global_steps)
+        self.replicas.awake = True
+        self.replicas.weight_version = global_steps
 
     def sleep_replicas(self) -> None:
         self.sleeps += 1
+        self.replicas.awake = False
 
 
 def read_metrics(path: str) -> list[dict]:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from conftest import compose_pc_config
 from pc_standins import (
+    ReplicaState,
     StandInActorWorkerGroup,
     StandInAgentLoopManager,
     StandInCheckpointManager,
@@ -69,9 +70,10 @@ def build_trainer(tmp_path, tokenizer, probs=PROBS, extra=(), dp_size=2, agent_w
         val_dataset=val,
         collate_fn=collate_fn,
     )
-    trainer.actor_rollout_wg = StandInActorWorkerGroup(dp_size)
-    trainer.async_rollout_manager = StandInAgentLoopManager(cfg, tokenizer, seed=seed)
-    trainer.checkpoint_manager = StandInCheckpointManager()
+    replicas = ReplicaState()
+    trainer.actor_rollout_wg = StandInActorWorkerGroup(dp_size, replicas)
+    trainer.async_rollout_manager = StandInAgentLoopManager(cfg, tokenizer, replicas, seed=seed)
+    trainer.checkpoint_manager = StandInCheckpointManager(replicas)
     return trainer
 
 

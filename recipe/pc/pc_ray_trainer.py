@@ -167,6 +167,9 @@ class RayPCTrainer(RayPPOTrainer):
 
                 is_last_step = self.global_steps >= self.total_training_steps
                 with marked_timer("step", timing_raw):
+                    # Replicas stay awake across the rounds of a step (a sleeping replica cannot
+                    # generate); they sleep once, before the actor needs the GPU, and wake on update_weights.
+                    self.checkpoint_manager.sleep_replicas()
                     batch = self._assemble_training_batch(parts)
                     metrics = self._pc_step_metrics(tally, batch, epoch)
                     self.buffer.flush_stale(self.global_steps, self.pc.buffer_max_off_steps)
@@ -279,7 +282,6 @@ class RayPCTrainer(RayPPOTrainer):
         gen_batch, pad = pad_dataproto_to_divisor(gen_batch, self._generation_divisor())
         gen_batch.meta_info["global_steps"] = self.global_steps
         output = self.async_rollout_manager.generate_sequences(gen_batch)
-        self.checkpoint_manager.sleep_replicas()
         for key, value in output.meta_info.pop("timing", {}).items():
             timing_raw[key] = timing_raw.get(key, 0.0) + value
         output = unpad_dataproto(output, pad)
@@ -391,8 +393,9 @@ class RayPCTrainer(RayPPOTrainer):
                 f"step {self.global_steps} assembled {len(uids)} groups of sizes {np.unique(counts).tolist()}; "
                 f"expected {self.pc.train_batch_size} groups of {self.pc.group_size}"
             )
+        # Not global_steps: the rollout server already returns a per-row "global_steps" field (its weight
+        # version), and to_tensordict refuses a meta_info key that is also a row field.
         batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
-        batch.meta_info["global_steps"] = self.global_steps
         return batch
 
     def _update_policy(self, batch: DataProto, metrics: dict, timing_raw: dict, is_last_step: bool) -> DataProto:

@@ -1,0 +1,101 @@
+"""Procedural arithmetic prompts as verl-format parquet (no download needed).
+
+Five difficulty levels, each its own ``data_source`` (``arith_l1`` ... ``arith_l5``) so validation
+is logged per level:
+
+  1: a + b, one digit          2: a + b, two digits        3: a - b, two digits (a >= b)
+  4: a * b, two digits x one   5: a * b, three digits x three
+
+    python data/process_arithmetic.py --out_dir $DATA_DIR/arithmetic --levels 1 2 --train 160 --test 32
+
+Every problem is unique across train and test; ``extra_info.index`` is the prompt id (train ids start
+at 0, test ids at 1,000,000). Prompts are one user turn: "What is 37 + 48? Reply with just the number."
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+import pandas as pd
+
+LEVELS = {
+    1: ("+", (0, 9), (0, 9)),
+    2: ("+", (10, 99), (10, 99)),
+    3: ("-", (10, 99), (10, 99)),
+    4: ("*", (10, 99), (2, 9)),
+    5: ("*", (100, 999), (100, 999)),
+}
+TEST_ID_OFFSET = 1_000_000
+
+
+def _answer(op: str, a: int, b: int) -> int:
+    return a + b if op == "+" else a - b if op == "-" else a * b
+
+
+def draw_problems(level: int, count: int, rng: np.random.Generator, taken: set) -> list[tuple[int, int, int]]:
+    op, (lo_a, hi_a), (lo_b, hi_b) = LEVELS[level]
+    capacity = (hi_a - lo_a + 1) * (hi_b - lo_b + 1)
+    if count + sum(1 for t in taken if t[0] == level) > capacity:
+        raise ValueError(f"level {level} has only {capacity} distinct problems; asked for {count} more")
+    out = []
+    while len(out) < count:
+        a, b = int(rng.integers(lo_a, hi_a + 1)), int(rng.integers(lo_b, hi_b + 1))
+        if op == "-" and a < b:
+            a, b = b, a
+        key = (level, a, b)
+        if key not in taken:
+            taken.add(key)
+            out.append(key)
+    return out
+
+
+def to_rows(problems, first_id: int, split: str) -> list[dict]:
+    rows = []
+    for offset, (level, a, b) in enumerate(problems):
+        op = LEVELS[level][0]
+        question = f"What is {a} {op} {b}? Reply with just the number."
+        rows.append(
+            {
+                "data_source": f"arith_l{level}",
+                "prompt": [{"role": "user", "content": question}],
+                "ability": "arithmetic",
+                "reward_model": {"ground_truth": str(_answer(op, a, b)), "style": "rule"},
+                "extra_info": {"index": first_id + offset, "split": split, "level": level, "question": question},
+            }
+        )
+    return rows
+
+
+def build(levels: list[int], n_train: int, n_test: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    rng = np.random.default_rng(seed)
+    taken: set = set()
+    train, test = [], []
+    for i, level in enumerate(levels):
+        per_train = n_train // len(levels) + (i < n_train % len(levels))
+        per_test = n_test // len(levels) + (i < n_test % len(levels))
+        test += draw_problems(level, per_test, rng, taken)
+        train += draw_problems(level, per_train, rng, taken)
+    order = rng.permutation(len(train))
+    train = [train[i] for i in order]
+    return pd.DataFrame(to_rows(train, 0, "train")), pd.DataFrame(to_rows(test, TEST_ID_OFFSET, "test"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out_dir", required=True)
+    ap.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3, 4, 5], choices=sorted(LEVELS))
+    ap.add_argument("--train", type=int, default=3000, help="train prompts in all")
+    ap.add_argument("--test", type=int, default=200, help="test prompts in all")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    train, test = build(args.levels, args.train, args.test, args.seed)
+    os.makedirs(args.out_dir, exist_ok=True)
+    train.to_parquet(os.path.join(args.out_dir, "train.parquet"))
+    test.to_parquet(os.path.join(args.out_dir, "test.parquet"))
+    print(f"wrote {len(train)} train and {len(test)} test prompts (levels {args.levels}) to {args.out_dir}")
+
+
+if __name__ == "__main__":
+    main()

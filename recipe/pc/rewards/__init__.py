@@ -1,0 +1,1 @@
+"""Reward functions for verl's reward loop (``reward.custom_reward_function``)."""

@@ -1,0 +1,32 @@
+"""Score a response by its last integer: for "Reply with just the number" arithmetic prompts.
+
+Use with ``reward.custom_reward_function.path=pkg://recipe.pc.rewards.last_integer`` and
+``reward.custom_reward_function.name=compute_score``. Returns verl's dict form, so the reward loop
+logs ``score``, ``acc`` and ``pred`` per rollout and ``acc`` drives the pilot band.
+"""
+
+from __future__ import annotations
+
+import re
+
+# An integer, allowing thousands separators ("1,234") and a leading minus sign.
+_INTEGER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?!\d)|-?\d+")
+
+
+def last_integer(text: str) -> int | None:
+    matches = _INTEGER.findall(text)
+    if not matches:
+        return None
+    return int(matches[-1].replace(",", ""))
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict:
+    predicted = last_integer(solution_str)
+    try:
+        expected = int(str(ground_truth).strip())
+    except ValueError as err:
+        raise ValueError(
+            f"{data_source}: ground truth {ground_truth!r} is not an integer (extra_info={extra_info})"
+        ) from err
+    correct = predicted is not None and predicted == expected
+    return {"score": 1.0 if correct else 0.0, "acc": correct, "pred": "" if predicted is None else str(predicted)}
