@@ -125,7 +125,9 @@ def build(args, workdir: str) -> RayPCTrainer:
         collate_fn=collate_fn,
     )
     max_rows = args.gen_batch * args.n_pilot + args.train_batch * args.n_commit
-    trainer.async_rollout_manager = PrebuiltRollouts(max_rows + args.agent_workers * args.dp, args.prompt_len, args.response_len)
+    trainer.async_rollout_manager = PrebuiltRollouts(
+        max_rows + args.agent_workers * args.dp, args.prompt_len, args.response_len
+    )
     trainer.actor_rollout_wg = Idle(args.dp)
     trainer.checkpoint_manager = Idle(args.dp)
     trainer.global_steps = 1
@@ -170,8 +172,10 @@ def main() -> None:
             f"{args.train_batch}x{args.n_commit} commit), {len(batch)} trained; "
             f"sequence length {args.prompt_len}+{args.response_len}"
         )
-        print(f"round bookkeeping (generation excluded): median {np.median(round_seconds):.3f} s, "
-              f"max {np.max(round_seconds):.3f} s over {args.rounds} rounds")
+        print(
+            f"round bookkeeping (generation excluded): median {np.median(round_seconds):.3f} s, "
+            f"max {np.max(round_seconds):.3f} s over {args.rounds} rounds"
+        )
         print(f"training-batch assembly: median {np.median(assemble_seconds):.3f} s")
 
 

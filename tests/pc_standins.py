@@ -99,7 +99,9 @@ class StandInAgentLoopManager:
         assert not missing, f"agent loop input lacks {missing}"
         assert prompts.batch is None or "input_ids" not in prompts.batch.keys(), "0.9.1 tokenizes in the agent loop"
         self.calls.append(
-            GenerationCall(len(prompts), np.asarray(prompts.non_tensor_batch["index"]), prompts.meta_info["global_steps"])
+            GenerationCall(
+                len(prompts), np.asarray(prompts.non_tensor_batch["index"]), prompts.meta_info["global_steps"]
+            )
         )
         prompts.non_tensor_batch["priority"] = np.arange(len(prompts), dtype=np.int64)
         outputs = [self._generate_chunk(chunk) for chunk in prompts.chunk(self.num_workers)]
@@ -160,7 +162,7 @@ class StandInAgentLoopManager:
             "global_steps": np.full(n, self.replicas.weight_version, dtype=object),
         }
         reward_info = np.empty(n, dtype=object)
-        reward_info[:] = [{"score": sc, "acc": ac, "pred": pr} for sc, ac, pr in zip(score, acc, pred)]
+        reward_info[:] = [{"score": sc, "acc": ac, "pred": pr} for sc, ac, pr in zip(score, acc, pred, strict=True)]
         non_tensor["reward_extra_info"] = reward_info
         for key in ("turn_scores", "tool_rewards", "min_global_steps", "max_global_steps", "extras"):
             non_tensor[key] = empty.copy()

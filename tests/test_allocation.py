@@ -12,7 +12,6 @@ from recipe.pc.allocation import (
     commit_size,
     generation_divisor,
     group_stats,
-    padding_to_multiple,
     select_responses,
     stale_mask,
 )
@@ -67,14 +66,10 @@ def test_commit_size_takes_what_is_needed_or_buffered():
     assert commit_size(-2, 5) == 0
 
 
-def test_padding_and_divisor():
+def test_generation_divisor_covers_agent_chunking_and_dp_dispatch():
     assert generation_divisor(8, 16) == 16
     assert generation_divisor(3, 2) == 6
     assert generation_divisor(0, 4) == 4
-    assert padding_to_multiple(32, 6) == 4
-    assert padding_to_multiple(36, 6) == 0
-    with pytest.raises(ValueError):
-        padding_to_multiple(3, 0)
 
 
 def test_stale_mask_keeps_entries_up_to_the_bound():

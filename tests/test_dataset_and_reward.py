@@ -62,9 +62,26 @@ def test_last_integer_reward_rejects_non_integer_truth():
 
 def test_arithmetic_data_script(tmp_path):
     out = subprocess.run(
-        [sys.executable, "data/process_arithmetic.py", "--out_dir", str(tmp_path), "--levels", "1", "2", "5",
-         "--train", "120", "--test", "30", "--seed", "3"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "data/process_arithmetic.py",
+            "--out_dir",
+            str(tmp_path),
+            "--levels",
+            "1",
+            "2",
+            "5",
+            "--train",
+            "120",
+            "--test",
+            "30",
+            "--seed",
+            "3",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     train, test = pd.read_parquet(tmp_path / "train.parquet"), pd.read_parquet(tmp_path / "test.parquet")
@@ -82,8 +99,21 @@ def test_arithmetic_data_script(tmp_path):
 
 def test_arithmetic_data_script_refuses_more_problems_than_a_level_has(tmp_path):
     out = subprocess.run(
-        [sys.executable, "data/process_arithmetic.py", "--out_dir", str(tmp_path), "--levels", "1",
-         "--train", "200", "--test", "10"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "data/process_arithmetic.py",
+            "--out_dir",
+            str(tmp_path),
+            "--levels",
+            "1",
+            "--train",
+            "200",
+            "--test",
+            "10",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode != 0 and "level 1 has only 100 distinct problems" in out.stderr

@@ -124,7 +124,7 @@ def test_old_log_probs_recomputed_for_every_trained_row(finished_run):
     calls = trainer.actor_rollout_wg.calls
     kinds = [c.kind for c in calls]
     assert kinds == ["compute_log_prob", "update_actor"] * 9
-    for recompute, update in zip(calls[::2], calls[1::2]):
+    for recompute, update in zip(calls[::2], calls[1::2], strict=True):
         assert sorted(recompute.uids) == sorted(update.uids)
 
 
@@ -227,3 +227,29 @@ def test_mini_batch_that_does_not_divide_is_refused_before_generation(tmp_path, 
     with pytest.raises(ValueError, match="ppo_mini_batch_size=3"):
         trainer.fit()
     assert trainer.async_rollout_manager.calls == []
+
+
+def test_validation_runs_between_steps_with_replicas_awake(tmp_path, tokenizer):
+    log = env_file_logger(tmp_path)
+    trainer = build_trainer(
+        tmp_path,
+        tokenizer,
+        extra=["trainer.val_before_train=True", "trainer.test_freq=2", "trainer.total_training_steps=5"],
+    )
+    trainer.fit()
+    validated = [r.get("step") for r in read_metrics(log) if "val-core/toy_arithmetic/acc/mean@1" in r.get("data", {})]
+    assert validated == [0, 2, 4, 5]
+
+
+def test_running_out_of_epochs_validates_the_final_policy(tmp_path, tokenizer):
+    log = env_file_logger(tmp_path)
+    trainer = build_trainer(
+        tmp_path,
+        tokenizer,
+        extra=["trainer.total_epochs=1", "trainer.total_training_steps=100", "trainer.test_freq=50"],
+    )
+    trainer.fit()
+    steps = step_records(log)
+    assert 1 <= len(steps) < 100
+    final = [r for r in read_metrics(log) if "val-core/toy_arithmetic/acc/mean@1" in r.get("data", {})]
+    assert [r["step"] for r in final] == [len(steps)]

@@ -39,7 +39,9 @@ def group_stats(prompt_ids: np.ndarray, values: np.ndarray) -> GroupStats:
     mean = total / count
     sq_dev = np.bincount(inverse, weights=(values - mean[inverse]) ** 2, minlength=len(uniq))
     std = np.sqrt(sq_dev / count)
-    return GroupStats(prompt_ids=uniq[order], mean=mean[order], std=std[order], count=count[order], first_row=first[order])
+    return GroupStats(
+        prompt_ids=uniq[order], mean=mean[order], std=std[order], count=count[order], first_row=first[order]
+    )
 
 
 @dataclass(frozen=True)
@@ -87,13 +89,6 @@ def commit_size(needed: int, available: int) -> int:
     return max(0, min(int(needed), int(available)))
 
 
-def padding_to_multiple(num_rows: int, divisor: int) -> int:
-    """Rows to append so that ``num_rows`` divides by ``divisor`` (padding, never shrinking the commit)."""
-    if divisor <= 0:
-        raise ValueError(f"divisor must be positive, got {divisor}")
-    return (-int(num_rows)) % int(divisor)
-
-
 def generation_divisor(num_agent_workers: int, dp_size: int) -> int:
     """Row count a generation batch must divide by: agent-loop chunking and data-parallel dispatch."""
     return math.lcm(max(1, int(num_agent_workers)), max(1, int(dp_size)))
@@ -134,8 +129,3 @@ def select_responses(values: np.ndarray, m: int, strategy: str, rng: np.random.G
     variance = total_sq / m - (total / m) ** 2
     best = int(np.argmax(np.round(variance, 12)))  # first maximum = fewest from the top
     return np.sort(np.concatenate([order[n - best :], order[: m - best]]))
-
-
-def interleaved_group_rows(num_groups: int, group_size: int) -> np.ndarray:
-    """Group id of each row when ``num_groups`` groups of ``group_size`` rows are stored back to back."""
-    return np.repeat(np.arange(num_groups), group_size)

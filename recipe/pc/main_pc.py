@@ -46,11 +46,19 @@ class PCTaskRunner(BaseTaskRunner):
         tokenizer, processor = model_config.tokenizer, model_config.processor
         resource_pool_manager = self.init_resource_pool_mgr(config)
         train_dataset = create_rl_dataset(
-            config.data.train_files, config.data, tokenizer, processor, is_train=True,
+            config.data.train_files,
+            config.data,
+            tokenizer,
+            processor,
+            is_train=True,
             max_samples=config.data.get("train_max_samples", -1),
         )
         val_dataset = create_rl_dataset(
-            config.data.val_files, config.data, tokenizer, processor, is_train=False,
+            config.data.val_files,
+            config.data,
+            tokenizer,
+            processor,
+            is_train=False,
             max_samples=config.data.get("val_max_samples", -1),
         )
         trainer = RayPCTrainer(

@@ -94,13 +94,7 @@ class RayPCTrainer(RayPPOTrainer):
 
     # ------------------------------------------------------------------ set-up checks
     def _check_supported_features(self) -> None:
-        cfg = self.config
-        if cfg.algorithm.adv_estimator not in ("grpo", "rloo", "grpo_passk", "opo", "gpg"):
-            logger.warning(
-                "algorithm.adv_estimator=%s: Pilot-Commit groups rollouts by uid for group-relative estimators",
-                cfg.algorithm.adv_estimator,
-            )
-        corr = cfg.algorithm.get("rollout_correction", None)
+        corr = self.config.algorithm.get("rollout_correction", None)
         if corr is not None and (corr.get("bypass_mode") or corr.get("rollout_is") or corr.get("rollout_rs")):
             raise PCConfigError(
                 "algorithm.rollout_correction is on, but reused pilot rollouts come from a policy up to "
@@ -149,11 +143,11 @@ class RayPCTrainer(RayPPOTrainer):
             if self.config.trainer.get("val_only", False):
                 return
 
+        start_epoch = self.global_steps // len(self.train_dataloader)
         self.global_steps += 1
         SkipManager.set_step(self.global_steps)
         tally, parts, timing_raw = StepTally(), [], {}
         last_validated_step = None
-        start_epoch = self.global_steps // max(len(self.train_dataloader), 1)
 
         for epoch in range(start_epoch, self.config.trainer.total_epochs):
             for batch_dict in self.train_dataloader:

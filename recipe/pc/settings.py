@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from recipe.pc.replay_buffer import PROMPT_STRATEGIES, RESPONSE_STRATEGIES
@@ -73,11 +72,12 @@ class PCSettings:
             ("algorithm.diversity_threshold_lower", self.p_lower),
             ("algorithm.diversity_threshold_upper", self.p_upper),
         ):
-            if not 0.0 <= value <= 1.0 or math.isnan(value):
+            if not 0.0 <= value <= 1.0:  # also rejects NaN
                 raise PCConfigError(f"{key}={value} must lie in [0, 1]")
         if self.evict_threshold is not None and not 0.0 < self.evict_threshold <= 1.0:
             raise PCConfigError(
-                f"algorithm.exclude_threshold_upper={self.evict_threshold} must lie in (0, 1], or be null to never evict"
+                f"algorithm.exclude_threshold_upper={self.evict_threshold} must lie in (0, 1], "
+                "or be null to never evict"
             )
         if self.p_lower > 1.0 - self.p_upper:
             raise PCConfigError(
