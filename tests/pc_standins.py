@@ -176,6 +176,7 @@ class ActorCall:
     uids: list = field(default_factory=list)
     rollout_steps: list = field(default_factory=list)
     is_pilot: list = field(default_factory=list)
+    acc: list = field(default_factory=list)
     mini_batch_rows: int | None = None
 
 
@@ -205,6 +206,7 @@ class StandInActorWorkerGroup:
             uids=tu.get(data, "uid"),
             rollout_steps=tu.get(data, "pc_rollout_step"),
             is_pilot=tu.get(data, "pc_is_pilot"),
+            acc=tu.get(data, "acc"),
             **extra,
         )
         self.calls.append(call)

@@ -253,3 +253,32 @@ def test_running_out_of_epochs_validates_the_final_policy(tmp_path, tokenizer):
     assert 1 <= len(steps) < 100
     final = [r for r in read_metrics(log) if "val-core/toy_arithmetic/acc/mean@1" in r.get("data", {})]
     assert [r["step"] for r in final] == [len(steps)]
+
+
+def test_n_effective_reuses_a_balanced_subset_of_each_pilot_group(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+    trainer = build_trainer(
+        tmp_path,
+        tokenizer,
+        extra=[
+            "algorithm.exploration.n_effective=2",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=3",
+            "trainer.total_training_steps=5",
+        ],
+    )
+    trainer.fit()
+    updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
+    assert len(updates) == 5
+    for call in updates:
+        uids, pilot, acc = np.asarray(call.uids), np.asarray(call.is_pilot, bool), np.asarray(call.acc, bool)
+        assert set(Counter(call.uids).values()) == {2 + N_COMMIT}
+        for uid in set(call.uids):
+            reused = acc[(uids == uid) & pilot]
+            assert len(reused) == 2 and reused.sum() == 1  # in-band groups hold both classes: one of each
+
+
+def test_unknown_agg_metric_is_named(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+    trainer = build_trainer(tmp_path, tokenizer, extra=["algorithm.agg_metric=pass_at_1"])
+    with pytest.raises(ValueError, match="agg_metric='pass_at_1'.*acc"):
+        trainer.fit()
