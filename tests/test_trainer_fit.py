@@ -28,7 +28,9 @@ PROBS = [0.0] * 8 + [0.3] * 8 + [0.5] * 8 + [0.7] * 8 + [1.0] * 8
 ALWAYS_SOLVED = set(range(32, 40))
 
 
-def build_trainer(tmp_path, tokenizer, probs=PROBS, extra=(), dp_size=2, agent_workers=3, seed=0):
+def build_trainer(
+    tmp_path, tokenizer, probs=PROBS, extra=(), dp_size=2, agent_workers=3, seed=0, trainer_cls=RayPCTrainer
+):
     data = write_prompt_parquet(str(tmp_path / "train.parquet"), probs)
     cfg = compose_pc_config(
         [
@@ -61,7 +63,7 @@ def build_trainer(tmp_path, tokenizer, probs=PROBS, extra=(), dp_size=2, agent_w
     )
     train = PilotCommitDataset(data_files=data, tokenizer=tokenizer, config=cfg.data)
     val = PilotCommitDataset(data_files=data, tokenizer=tokenizer, config=cfg.data)
-    trainer = RayPCTrainer(
+    trainer = trainer_cls(
         config=cfg,
         tokenizer=tokenizer,
         role_worker_mapping={Role.ActorRollout: object},
@@ -282,3 +284,20 @@ def test_unknown_agg_metric_is_named(tmp_path, tokenizer):
     trainer = build_trainer(tmp_path, tokenizer, extra=["algorithm.agg_metric=pass_at_1"])
     with pytest.raises(ValueError, match="agg_metric='pass_at_1'.*acc"):
         trainer.fit()
+
+
+def test_mini_batch_unit_group_counts_whole_training_groups(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+    trainer = build_trainer(
+        tmp_path,
+        tokenizer,
+        extra=[
+            "algorithm.mini_batch_unit=group",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+            "trainer.total_training_steps=2",
+        ],
+    )
+    trainer.fit()
+    updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
+    assert [c.mini_batch_rows for c in updates] == [2 * (N_PILOT + N_COMMIT)] * 2
+    assert trainer.config.actor_rollout_ref.rollout.n == N_COMMIT  # restored after each update

@@ -84,6 +84,22 @@ def classify_pilot(
     return PilotVerdict(stats=stats, passed=passed, too_correct=too_correct, too_incorrect=too_incorrect, evict=evict)
 
 
+def classify_by_spread(prompt_ids: np.ndarray, metric_values: np.ndarray) -> PilotVerdict:
+    """DAPO dynamic sampling: keep groups whose rollouts disagree (single-rollout groups are kept).
+
+    Zero-spread groups are reported as too correct (mean above 0) or too incorrect (mean at or below 0).
+    """
+    stats = group_stats(prompt_ids, metric_values)
+    flat = (stats.std == 0) & (stats.count > 1)
+    return PilotVerdict(
+        stats=stats,
+        passed=~flat,
+        too_correct=flat & (stats.mean > 0),
+        too_incorrect=flat & (stats.mean <= 0),
+        evict=np.zeros_like(flat),
+    )
+
+
 def commit_size(needed: int, available: int) -> int:
     """Prompts to commit this round: as many as the batch still needs, at most what is buffered."""
     return max(0, min(int(needed), int(available)))

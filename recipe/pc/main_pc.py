@@ -1,7 +1,8 @@
 """Entry point: ``python -m recipe.pc.main_pc <hydra overrides>``.
 
 Composes ``config/pc_trainer.yaml`` over verl's packaged ``ppo_trainer`` and runs verl's
-``run_ppo`` with a TaskRunner that builds RayPCTrainer on the legacy (non-V1) path, whatever
+``run_ppo`` with a TaskRunner that builds RayPCTrainer (or, with ``algorithm.rollout_allocation``
+set to ``grpo``/``dapo``, the baseline trainer) on the legacy (non-V1) path, whatever
 ``trainer.use_v1`` says.
 """
 
@@ -30,6 +31,7 @@ class PCTaskRunner(BaseTaskRunner):
         from verl.utils.dataset.rl_dataset import collate_fn
         from verl.workers.config import HFModelConfig
 
+        from recipe.pc.baseline_trainer import RayBaselineTrainer
         from recipe.pc.pc_ray_trainer import RayPCTrainer
 
         print(f"PCTaskRunner on {socket.gethostname()}, pid {os.getpid()}")
@@ -61,7 +63,9 @@ class PCTaskRunner(BaseTaskRunner):
             is_train=False,
             max_samples=config.data.get("val_max_samples", -1),
         )
-        trainer = RayPCTrainer(
+        method = PCSettings.from_config(config).method
+        trainer_cls = RayPCTrainer if method == "pilot_commit" else RayBaselineTrainer
+        trainer = trainer_cls(
             config=config,
             tokenizer=tokenizer,
             processor=processor,

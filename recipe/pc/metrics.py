@@ -32,7 +32,7 @@ class StepTally:
     def sampled_rollouts(self) -> int:
         return self.pilot_rollouts + self.commit_rollouts
 
-    def add_pilot(self, verdict: PilotVerdict, metric_values: np.ndarray) -> None:
+    def add_verdict(self, verdict: PilotVerdict, metric_values: np.ndarray) -> None:
         self.pilot_prompts += verdict.num_prompts
         self.passed += int(verdict.passed.sum())
         self.too_correct += int(verdict.too_correct.sum())

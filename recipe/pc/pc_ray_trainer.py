@@ -17,7 +17,7 @@ from pprint import pformat
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 from verl import DataProto
 from verl.protocol import pad_dataproto_to_divisor, unpad_dataproto
 from verl.trainer.ppo.core_algos import agg_loss
@@ -213,14 +213,23 @@ class RayPCTrainer(RayPPOTrainer):
         draws = self.buffer.sample(commit_size(needed, len(self.buffer)), self.pc.n_pilot_effective)
         commit_prompts, reused = self._take_from_buffer(draws)
 
+        requests = [(prompts, self.pc.n_pilot)]
+        if commit_prompts is not None:
+            requests.append((commit_prompts, self.pc.n_commit))
         with marked_timer("gen", timing_raw, color="red"):
-            pilot_rows, commit_rows = self._generate(prompts, commit_prompts, tally, timing_raw)
+            generated = self._generate(requests, tally, timing_raw)
+        pilot_rows = generated[0]
+        self._tag_rollouts(pilot_rows, is_pilot=True)
+        tally.pilot_rollouts += len(pilot_rows)
 
         with marked_timer("pilot_filter", timing_raw):
             self._absorb_pilot(pilot_rows, prompts, tally)
 
-        if commit_rows is None:
+        if commit_prompts is None:
             return None
+        commit_rows = generated[1]
+        self._tag_rollouts(commit_rows, is_pilot=False)
+        tally.commit_rollouts += len(commit_rows)
         tally.committed_prompts += len(draws)
         tally.commit_ages.append(np.array([self.global_steps - d.entry.inserted_step for d in draws]))
         return self._concat_rows([reused, commit_rows], what="reused pilot rollouts and commit rollouts")
@@ -259,18 +268,14 @@ class RayPCTrainer(RayPPOTrainer):
         reused = self._concat_rows(rollout_parts, what="buffered pilot rollouts")
         return commit_prompts, reused
 
-    def _generate(
-        self, prompts: DataProto, commit_prompts: DataProto | None, tally: StepTally, timing_raw: dict
-    ) -> tuple[DataProto, DataProto | None]:
-        """Generate pilots and commits in ONE call; return (pilot rows, commit rows) with rewards."""
-        n_pilot, n_commit = self.pc.n_pilot, self.pc.n_commit
-        pilot_side, pilot_gen = self._split_for_generation(prompts)
-        gen_parts = [pilot_gen.repeat(n_pilot, interleave=True)]
-        if commit_prompts is not None:
-            commit_side, commit_gen = self._split_for_generation(commit_prompts)
-            gen_parts.append(commit_gen.repeat(n_commit, interleave=True))
-        gen_batch = self._concat_rows(gen_parts, what="pilot and commit generation inputs")
-        num_pilot_rows = len(gen_parts[0])
+    def _generate(self, requests: list[tuple[DataProto, int]], tally: StepTally, timing_raw: dict) -> list[DataProto]:
+        """Generate every request (prompts, rollouts per prompt) in ONE call; rows with rewards per request."""
+        sides, gen_parts = [], []
+        for prompts, n in requests:
+            side, gen_inputs = self._split_for_generation(prompts)
+            sides.append(side.repeat(n, interleave=True))
+            gen_parts.append(gen_inputs.repeat(n, interleave=True))
+        gen_batch = self._concat_rows(gen_parts, what="generation inputs")
         num_rows = len(gen_batch)
 
         gen_batch, pad = pad_dataproto_to_divisor(gen_batch, self._generation_divisor())
@@ -281,21 +286,14 @@ class RayPCTrainer(RayPPOTrainer):
         output = unpad_dataproto(output, pad)
         if len(output) != num_rows:
             raise RuntimeError(f"generation returned {len(output)} rows for {num_rows} inputs")
-
-        tally.pilot_rollouts += num_pilot_rows
-        tally.commit_rollouts += num_rows - num_pilot_rows
         tally.padding_rollouts += pad
         self.cumulative_rollouts += num_rows
 
-        pilot_rows = self._with_rewards(pilot_side.repeat(n_pilot, interleave=True), output.slice(0, num_pilot_rows))
-        self._tag_rollouts(pilot_rows, is_pilot=True)
-        if commit_prompts is None:
-            return pilot_rows, None
-        commit_rows = self._with_rewards(
-            commit_side.repeat(n_commit, interleave=True), output.slice(num_pilot_rows, num_rows)
-        )
-        self._tag_rollouts(commit_rows, is_pilot=False)
-        return pilot_rows, commit_rows
+        rows, start = [], 0
+        for side in sides:
+            rows.append(self._with_rewards(side, output.slice(start, start + len(side))))
+            start += len(side)
+        return rows
 
     def _split_for_generation(self, prompts: DataProto) -> tuple[DataProto, DataProto]:
         """(reward-side rows, generation inputs) of a copy of ``prompts``, the way stock fit() splits them."""
@@ -352,7 +350,7 @@ class RayPCTrainer(RayPPOTrainer):
                 f"pilot returned {verdict.num_prompts} prompts with rollout counts "
                 f"{np.unique(verdict.stats.count).tolist()}; expected {len(prompts)} x {self.pc.n_pilot}"
             )
-        tally.add_pilot(verdict, values)
+        tally.add_verdict(verdict, values)
         self.evict_next_epoch.update(verdict.stats.prompt_ids[verdict.evict].tolist())
 
         passing = np.flatnonzero(verdict.passed)
@@ -458,6 +456,19 @@ class RayPCTrainer(RayPPOTrainer):
             self.checkpoint_manager.update_weights(self.global_steps)
         metrics.update(reduce_metrics(actor_output.meta_info["metrics"]))
         return batch
+
+    def _update_actor(self, batch: DataProto) -> DataProto:
+        if self.pc.mini_batch_multiplier == self.pc.n_commit:
+            return super()._update_actor(batch)
+        # verl sizes PPO mini-batches as ppo_mini_batch_size * rollout.n rows; for the duration of
+        # the call let rollout.n stand for the whole training group (mini_batch_unit=group).
+        rollout = self.config.actor_rollout_ref.rollout
+        with open_dict(rollout):
+            rollout.n = self.pc.group_size
+            try:
+                return super()._update_actor(batch)
+            finally:
+                rollout.n = self.pc.n_commit
 
     def _pc_step_metrics(self, tally: StepTally, batch: DataProto, epoch: int) -> dict:
         self.cumulative_trained_rollouts += len(batch)

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from recipe.pc.replay_buffer import PROMPT_STRATEGIES, RESPONSE_STRATEGIES
 
+METHODS = ("pilot_commit", "grpo", "dapo")
+
 
 class PCConfigError(ValueError):
     """A Pilot-Commit config value that cannot work; the message names the key and a fix."""
@@ -13,6 +15,7 @@ class PCConfigError(ValueError):
 
 @dataclass(frozen=True)
 class PCSettings:
+    method: str  # pilot_commit, or a baseline on the same loop: grpo | dapo
     train_batch_size: int  # B: prompts per optimizer step
     gen_batch_size: int  # G: pilot prompts per round
     n_pilot: int
@@ -21,17 +24,21 @@ class PCSettings:
     p_lower: float
     p_upper: float
     evict_threshold: float | None
-    agg_metric: str
+    agg_metric: str  # the band's metric (pilot_commit) or the group filter's metric (dapo)
     max_num_gen_batches: int  # <= 0: unlimited rounds per step
     buffer_size: int
     buffer_max_off_steps: int
     prompt_strategy: str
     response_strategy: str
     seed: int
+    mini_batch_unit: str  # rollout_n: ppo_mini_batch_size x rollout.n rows (reference); group: x group size
 
     @property
     def group_size(self) -> int:
-        return self.n_pilot_effective + self.n_commit
+        """Rows per trained prompt: reused pilots + commits, or rollout.n for the baselines."""
+        if self.method == "pilot_commit":
+            return self.n_pilot_effective + self.n_commit
+        return self.n_commit
 
     @property
     def train_rows(self) -> int:
@@ -47,7 +54,14 @@ class PCSettings:
         seed = algo.get("seed", None)
         if seed is None:
             seed = data.get("seed", None)
+        method = str(algo.get("rollout_allocation", "pilot_commit"))
+        # DAPO keeps verl's own filter_groups keys for its metric and round limit.
+        agg_metric, max_rounds = str(algo.agg_metric), int(algo.max_num_gen_batches)
+        if method == "dapo":
+            agg_metric = str(algo.filter_groups.metric)
+            max_rounds = int(algo.filter_groups.max_num_gen_batches)
         settings = cls(
+            method=method,
             train_batch_size=int(data.train_batch_size),
             gen_batch_size=int(data.get("gen_batch_size", None) or data.train_batch_size),
             n_pilot=n_pilot,
@@ -56,18 +70,28 @@ class PCSettings:
             p_lower=float(algo.diversity_threshold_lower),
             p_upper=float(algo.diversity_threshold_upper),
             evict_threshold=None if algo.exclude_threshold_upper is None else float(algo.exclude_threshold_upper),
-            agg_metric=str(algo.agg_metric),
-            max_num_gen_batches=int(algo.max_num_gen_batches),
+            agg_metric=agg_metric,
+            max_num_gen_batches=max_rounds,
             buffer_size=int(algo.buffer_size),
             buffer_max_off_steps=int(algo.buffer_max_off_steps),
             prompt_strategy=str(algo.buffer_sampling_method),
             response_strategy=str(algo.buffer_response_sampling_method),
             seed=0 if seed is None else int(seed),
+            mini_batch_unit=str(algo.get("mini_batch_unit", "rollout_n")),
         )
         settings.validate()
         return settings
 
     def validate(self) -> None:
+        if self.mini_batch_unit not in ("rollout_n", "group"):
+            raise PCConfigError(f"algorithm.mini_batch_unit={self.mini_batch_unit!r}; choose 'rollout_n' or 'group'")
+        if self.method not in METHODS:
+            raise PCConfigError(f"algorithm.rollout_allocation={self.method!r}; choose one of {METHODS}")
+        if self.method == "grpo" and self.gen_batch_size != self.train_batch_size:
+            raise PCConfigError(
+                f"GRPO trains every prompt of its one round: set data.gen_batch_size={self.gen_batch_size} "
+                f"equal to data.train_batch_size={self.train_batch_size}"
+            )
         for key, value in (
             ("algorithm.diversity_threshold_lower", self.p_lower),
             ("algorithm.diversity_threshold_upper", self.p_upper),
@@ -115,23 +139,31 @@ class PCSettings:
                 f"choose one of {RESPONSE_STRATEGIES}"
             )
 
+    @property
+    def mini_batch_multiplier(self) -> int:
+        """Rows per ``ppo_mini_batch_size`` unit: rollout.n (verl's and the reference's rule) or the group size."""
+        return self.group_size if self.mini_batch_unit == "group" else self.n_commit
+
     def check_parallel_sizes(self, dp_size: int, ppo_mini_batch_size: int) -> None:
         """The trained batch must split evenly over data-parallel ranks and PPO mini-batches.
 
-        verl 0.9.1 sizes a mini-batch as ``ppo_mini_batch_size * rollout.n`` rows (rollout.n is the
-        commit count here, as in the reference) and asserts that it divides each rank's rows.
+        verl 0.9.1 sizes a mini-batch as ``ppo_mini_batch_size * rollout.n`` rows (for Pilot-Commit
+        rollout.n is the commit count, as in the reference) and asserts that it divides each rank's
+        rows; ``algorithm.mini_batch_unit=group`` counts whole training groups instead.
         """
         rows = self.train_rows
-        mini_rows = ppo_mini_batch_size * self.n_commit
+        mult = self.mini_batch_multiplier
+        mini_rows = ppo_mini_batch_size * mult
         if rows % dp_size:
             raise PCConfigError(
-                f"a step trains data.train_batch_size * (n_effective + rollout.n) = {rows} rows, "
+                f"a step trains data.train_batch_size * group size = {rows} rows, "
                 f"which does not split over {dp_size} data-parallel ranks"
             )
         if mini_rows % dp_size or (rows // dp_size) % (mini_rows // dp_size):
             raise PCConfigError(
                 f"actor_rollout_ref.actor.ppo_mini_batch_size={ppo_mini_batch_size} gives mini-batches of "
-                f"{ppo_mini_batch_size} * rollout.n({self.n_commit}) = {mini_rows} rows, which must divide the "
-                f"{rows} trained rows per step evenly across {dp_size} ranks; pick ppo_mini_batch_size so that "
-                f"{self.train_batch_size} * {self.group_size} is a multiple of ppo_mini_batch_size * {self.n_commit}"
+                f"{ppo_mini_batch_size} * {mult} = {mini_rows} rows "
+                f"(algorithm.mini_batch_unit={self.mini_batch_unit}), which must divide the {rows} trained rows "
+                f"per step evenly across {dp_size} ranks; pick ppo_mini_batch_size so that {rows} is a "
+                f"multiple of ppo_mini_batch_size * {mult}, or set algorithm.mini_batch_unit=group"
             )

@@ -1,0 +1,74 @@
+"""GRPO and DAPO baselines through the real fit() loop: same metric keys as Pilot-Commit, own semantics."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from pc_standins import env_file_logger, step_records
+from test_trainer_fit import N_COMMIT, B, G, build_trainer
+
+from recipe.pc.baseline_trainer import RayBaselineTrainer
+from recipe.pc.settings import PCConfigError
+
+STEPS = 5
+
+
+def run(tmp_path, tokenizer, method, extra=()):
+    log = env_file_logger(tmp_path)
+    trainer = build_trainer(
+        tmp_path,
+        tokenizer,
+        extra=[f"algorithm.rollout_allocation={method}", f"trainer.total_training_steps={STEPS}", *extra],
+        trainer_cls=RayBaselineTrainer,
+    )
+    trainer.fit()
+    return trainer, step_records(log)
+
+
+@pytest.fixture
+def pc_keys(tmp_path, tokenizer):
+    (tmp_path / "pc").mkdir()
+    log = env_file_logger(tmp_path / "pc")
+    trainer = build_trainer(tmp_path / "pc", tokenizer, extra=[f"trainer.total_training_steps={STEPS}"])
+    trainer.fit()
+    return {k for k in step_records(log)[-1] if k.split("/")[0] in ("rollout_stats", "filtering_stats", "training")}
+
+
+def test_grpo_is_one_round_of_b_by_n_per_step(tmp_path, tokenizer, pc_keys):
+    trainer, steps = run(tmp_path, tokenizer, "grpo", extra=[f"data.gen_batch_size={B}"])
+    assert len(steps) == STEPS
+    assert pc_keys <= set(steps[-1])
+    for s in steps:
+        assert s["training/num_gen_batches"] == 1
+        assert s["rollout_stats/num_rollouts_sample"] == s["rollout_stats/num_rollouts_train"] == B * N_COMMIT
+        assert s["rollout_stats/num_rollouts_sample_explore"] == 0
+    assert steps[-1]["rollout_stats/cumulative_rollouts_sample"] == STEPS * B * N_COMMIT
+    updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
+    assert all(set(Counter(c.uids).values()) == {N_COMMIT} and len(set(c.uids)) == B for c in updates)
+
+
+def test_dapo_keeps_only_groups_with_spread_and_counts_every_round(tmp_path, tokenizer, pc_keys):
+    trainer, steps = run(tmp_path, tokenizer, "dapo")
+    assert len(steps) == STEPS
+    assert pc_keys <= set(steps[-1])
+    updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
+    for call in updates:
+        uids, acc = np.asarray(call.uids), np.asarray(call.acc, dtype=float)
+        assert len(set(call.uids)) == B
+        for uid in set(call.uids):
+            assert 0 < acc[uids == uid].mean() < 1  # zero-variance groups never trained
+    generated = sum(c.num_rows for c in trainer.async_rollout_manager.calls)
+    padding = sum(s["rollout_stats/num_rollouts_padding"] for s in steps)
+    carried = steps[-1]["rollout_stats/cumulative_rollouts_sample"]
+    assert carried + padding <= generated  # rounds of a batch dropped at an epoch end may be unlogged yet
+    assert sum(s["training/num_gen_batches"] for s in steps) >= STEPS
+    # every round generates G x n (a step may also carry the rollouts of a batch dropped at an epoch end)
+    assert all(s["rollout_stats/num_rollouts_sample"] >= s["training/num_gen_batches"] * G * N_COMMIT for s in steps)
+    assert all(s["rollout_stats/num_rollouts_sample"] % (G * N_COMMIT) == 0 for s in steps)
+    assert sum(s["filtering_stats/too_incorrect_count"] for s in steps) > 0  # the p=0 prompts
+
+
+def test_grpo_refuses_a_generation_batch_it_would_waste(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+    with pytest.raises(PCConfigError, match="gen_batch_size"):
+        build_trainer(tmp_path, tokenizer, extra=["algorithm.rollout_allocation=grpo"], trainer_cls=RayBaselineTrainer)
