@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# GRPO baseline, Qwen3-14B-Base on Polaris-53K, n=64 (8,192 rollouts a step). The authors shipped no
+# 14B script: nodes, steps (500, from the paper's GRPO curve), response length and the pilot/commit
+# split (p16c48) follow the 4B run; our choice. Rollout tensor parallel 2 is our choice for memory.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3-14B-Base}
+NNODES=${NNODES:-8}
+export ROLLOUT_TP=${ROLLOUT_TP:-2}
+launch grpo_qwen3-14b_n64 "$DATA_DIR/polaris_53k/train.parquet" 4096 0 500 $(grpo_args 64) "$@"
