@@ -43,6 +43,7 @@ def test_grpo_is_one_round_of_b_by_n_per_step(tmp_path, tokenizer, pc_keys):
         assert s["rollout_stats/num_rollouts_sample"] == s["rollout_stats/num_rollouts_train"] == B * N_COMMIT
         assert s["rollout_stats/num_rollouts_sample_explore"] == 0
     assert steps[-1]["rollout_stats/cumulative_rollouts_sample"] == STEPS * B * N_COMMIT
+    assert any(s["training/zero_variance_group_frac"] > 0 for s in steps)  # GRPO trains the p=0 and p=1 prompts
     updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
     assert all(set(Counter(c.uids).values()) == {N_COMMIT} and len(set(c.uids)) == B for c in updates)
 

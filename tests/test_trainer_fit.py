@@ -145,6 +145,7 @@ def test_one_generation_call_per_round_and_counters_add_up(finished_run):
         assert s["rollout_stats/num_rollouts_train"] == B * (N_PILOT + N_COMMIT)
         assert s["training/num_prompt_in_batch"] == B
         assert s["rollout_stats/num_rollouts_sample_commit"] == N_COMMIT * B
+        assert s["training/zero_variance_group_frac"] == 0.0  # every committed group passed the band
     cumulative = [s["rollout_stats/cumulative_rollouts_sample"] for s in steps]
     assert cumulative == list(np.cumsum([s["rollout_stats/num_rollouts_sample"] for s in steps]))
     generated = sum(c.num_rows for c in gen_calls)

@@ -39,7 +39,7 @@ from verl.utils.metric import reduce_metrics
 from verl.utils.skip.skip_manager import SkipManager
 from verl.utils.tracking import Tracking
 
-from recipe.pc.allocation import classify_pilot, commit_size, generation_divisor
+from recipe.pc.allocation import classify_pilot, commit_size, generation_divisor, group_stats
 from recipe.pc.metrics import StepTally, step_metrics
 from recipe.pc.replay_buffer import Draw, PilotReplayBuffer
 from recipe.pc.settings import PCConfigError, PCSettings
@@ -500,6 +500,10 @@ class RayPCTrainer(RayPPOTrainer):
         n_gpus = self.resource_pool_manager.get_n_gpus()
         metrics.update(compute_throughout_metrics(batch=batch, timing_raw=timing_raw, n_gpus=n_gpus))
         metrics.update(compute_variance_proxy_metrics(batch=batch, gradient_norm=metrics.get("actor/grad_norm")))
+        # Groups whose sequence rewards all agree give GRPO no gradient: the waste Pilot-Commit avoids.
+        seq_reward = batch.batch["token_level_rewards"].sum(dim=-1).double().numpy()
+        trained = group_stats(batch.non_tensor_batch["uid"], seq_reward)
+        metrics["training/zero_variance_group_frac"] = float((trained.std == 0).mean())
         self.tracking.log(data=metrics, step=self.global_steps)
 
     # ------------------------------------------------------------------ epoch and run ends
