@@ -84,13 +84,15 @@ class StandInAgentLoopManager:
 
     REQUIRED_INPUTS = ("raw_prompt", "data_source", "reward_model", "extra_info", "index", "uid")
 
-    def __init__(self, config, tokenizer, replicas: ReplicaState, seed: int = 0):
+    def __init__(self, config, tokenizer, replicas: ReplicaState, seed: int = 0, reward_fn=None):
         self.replicas = replicas
+        self.seed = seed
+        # Optional real reward function, called per row like verl's reward loop calls compute_score.
+        self.reward_fn = reward_fn
         self.num_workers = int(config.actor_rollout_ref.rollout.agent.num_workers)
         self.prompt_length = int(config.actor_rollout_ref.rollout.prompt_length)
         self.response_length = int(config.actor_rollout_ref.rollout.response_length)
         self.tokenizer = tokenizer
-        self.rng = np.random.default_rng(seed)
         self.calls: list[GenerationCall] = []
 
     def generate_sequences(self, prompts: DataProto) -> DataProto:
@@ -104,7 +106,9 @@ class StandInAgentLoopManager:
             )
         )
         prompts.non_tensor_batch["priority"] = np.arange(len(prompts), dtype=np.int64)
-        outputs = [self._generate_chunk(chunk) for chunk in prompts.chunk(self.num_workers)]
+        chunks = prompts.chunk(self.num_workers)
+        step = int(prompts.meta_info["global_steps"])
+        outputs = [self._generate_chunk(c, step, i * len(c)) for i, c in enumerate(chunks)]
         output = DataProto.concat(outputs)
         output.meta_info = {
             "timing": {"agent_loop/generate_sequences/mean": 0.01, "agent_loop/slowest/generate_sequences": 0.02},
@@ -112,7 +116,8 @@ class StandInAgentLoopManager:
         }
         return output
 
-    def _generate_chunk(self, chunk: DataProto) -> DataProto:
+    def _generate_chunk(self, chunk: DataProto, step: int, offset: int) -> DataProto:
+        """Rows are drawn from (seed, prompt id, step, position): a resumed run sees the same rollouts."""
         n = len(chunk)
         p_len, r_len = self.prompt_length, self.response_length
         prompt_ids = torch.zeros(n, p_len, dtype=torch.long)
@@ -128,11 +133,22 @@ class StandInAgentLoopManager:
             ids = self.tokenizer.encode(text, add_special_tokens=False)[-p_len:]
             prompt_ids[i, p_len - len(ids) :] = torch.tensor(ids)
             prompt_mask[i, p_len - len(ids) :] = 1
-            length = int(self.rng.integers(1, r_len + 1))
-            responses[i, :length] = torch.from_numpy(self.rng.integers(3, 40, size=length))
+            rng = np.random.default_rng([self.seed, int(chunk.non_tensor_batch["index"][i]), step, offset + i])
+            length = int(rng.integers(1, r_len + 1))
+            responses[i, :length] = torch.from_numpy(rng.integers(3, 40, size=length))
             response_attn[i, :length] = 1
             truth = chunk.non_tensor_batch["reward_model"][i]["ground_truth"]
-            correct = bool(self.rng.random() < float(chunk.non_tensor_batch["extra_info"][i]["success_prob"]))
+            correct = bool(rng.random() < float(chunk.non_tensor_batch["extra_info"][i]["success_prob"]))
+            if self.reward_fn is not None:
+                text = self.tokenizer.decode(responses[i, :length].tolist(), skip_special_tokens=True)
+                correct = bool(
+                    self.reward_fn(
+                        data_source=chunk.non_tensor_batch["data_source"][i],
+                        solution_str=text,
+                        ground_truth=truth,
+                        extra_info=chunk.non_tensor_batch["extra_info"][i],
+                    )["acc"]
+                )
             rm_scores[i, length - 1] = 1.0 if correct else -1.0
             score.append(1.0 if correct else -1.0)
             acc.append(correct)
@@ -217,6 +233,15 @@ class StandInActorWorkerGroup:
         ids = data["input_ids"]
         values = -scale * (ids.values() % 7).float()
         return torch.nested.nested_tensor_from_jagged(values, offsets=ids.offsets())
+
+    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None) -> None:
+        os.makedirs(local_path, exist_ok=True)
+        with open(os.path.join(local_path, "weights.txt"), "w") as f:
+            f.write(str(global_step))
+
+    def load_checkpoint(self, local_path, del_local_after_load=False) -> None:
+        with open(os.path.join(local_path, "weights.txt")) as f:
+            self.loaded_step = int(f.read())
 
     def compute_log_prob(self, data: TensorDict) -> TensorDict:
         self._check_dispatch(data)

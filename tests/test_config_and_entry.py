@@ -76,6 +76,8 @@ def test_defaults_read_into_settings():
         ("algorithm.buffer_max_off_steps=-1", "buffer_max_off_steps"),
         ("algorithm.buffer_sampling_method=oldest", "buffer_sampling_method"),
         ("algorithm.buffer_response_sampling_method=all", "buffer_response_sampling_method"),
+        ("algorithm.rollout_allocation=ppo", "rollout_allocation"),
+        ("algorithm.mini_batch_unit=tokens", "mini_batch_unit"),
     ],
 )
 def test_bad_values_name_their_key(override, match):

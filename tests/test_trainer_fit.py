@@ -3,6 +3,7 @@
 from collections import Counter
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import compose_pc_config
 from pc_standins import (
@@ -29,9 +30,22 @@ ALWAYS_SOLVED = set(range(32, 40))
 
 
 def build_trainer(
-    tmp_path, tokenizer, probs=PROBS, extra=(), dp_size=2, agent_workers=3, seed=0, trainer_cls=RayPCTrainer
+    tmp_path,
+    tokenizer,
+    probs=PROBS,
+    extra=(),
+    dp_size=2,
+    agent_workers=3,
+    seed=0,
+    trainer_cls=RayPCTrainer,
+    reward_fn=None,
+    edit_rows=None,
 ):
     data = write_prompt_parquet(str(tmp_path / "train.parquet"), probs)
+    if edit_rows is not None:
+        frame = pd.read_parquet(data)
+        edit_rows(frame)
+        frame.to_parquet(data)
     cfg = compose_pc_config(
         [
             f"data.train_files={data}",
@@ -58,6 +72,7 @@ def build_trainer(
             "trainer.total_epochs=8",
             f"trainer.n_gpus_per_node={dp_size}",
             "trainer.device=cpu",
+            f"trainer.default_local_dir={tmp_path / 'ckpt'}",
             *extra,
         ]
     )
@@ -74,7 +89,7 @@ def build_trainer(
     )
     replicas = ReplicaState()
     trainer.actor_rollout_wg = StandInActorWorkerGroup(dp_size, replicas)
-    trainer.async_rollout_manager = StandInAgentLoopManager(cfg, tokenizer, replicas, seed=seed)
+    trainer.async_rollout_manager = StandInAgentLoopManager(cfg, tokenizer, replicas, seed=seed, reward_fn=reward_fn)
     trainer.checkpoint_manager = StandInCheckpointManager(replicas)
     return trainer
 
@@ -218,7 +233,12 @@ def test_generation_batch_padding_when_sizes_do_not_divide(tmp_path, tokenizer):
 
 def test_too_hard_data_stops_with_a_clear_error(tmp_path, tokenizer):
     env_file_logger(tmp_path)
-    trainer = build_trainer(tmp_path, tokenizer, probs=[0.0] * 40, extra=["algorithm.max_num_gen_batches=3"])
+    trainer = build_trainer(
+        tmp_path,
+        tokenizer,
+        probs=[0.0] * 40,
+        extra=["algorithm.max_num_gen_batches=3", "algorithm.raise_on_unfilled_batch=true"],
+    )
     with pytest.raises(RuntimeError, match="max_num_gen_batches=3"):
         trainer.fit()
     assert len(trainer.async_rollout_manager.calls) == 3

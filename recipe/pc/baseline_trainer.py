@@ -37,10 +37,12 @@ class RayBaselineTrainer(RayPCTrainer):
             verdict = self._verdict(rows.non_tensor_batch["index"], values)
             tally.add_verdict(verdict, values)
             needed = self.pc.train_batch_size - tally.committed_prompts
-            kept = np.flatnonzero(verdict.passed)[:needed]
+            fresh = ~np.isin(verdict.stats.prompt_ids, list(tally.committed_ids))
+            kept = np.flatnonzero(verdict.passed & fresh)[:needed]
         if kept.size == 0:
             return None
         tally.committed_prompts += int(kept.size)
+        tally.committed_ids.update(verdict.stats.prompt_ids[kept].tolist())
         # Rows are interleaved: prompt j owns rows [j*n, (j+1)*n).
         first_rows = verdict.stats.first_row[kept]
         row_index = (first_rows[:, None] + np.arange(self.pc.n_commit)).ravel()

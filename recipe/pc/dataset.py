@@ -24,6 +24,7 @@ class PilotCommitDataset(RLHFDataset):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.prompt_ids = self._read_prompt_ids()
+        self._check_ground_truths()
         self._active_rows = np.arange(len(self.prompt_ids))
         self.evicted_ids: set[int] = set()
 
@@ -43,6 +44,25 @@ class PilotCommitDataset(RLHFDataset):
         logger.warning("%s has no extra_info.index column: using row positions as prompt ids", self.data_files)
         return np.arange(len(frame), dtype=np.int64)
 
+    def _check_ground_truths(self) -> None:
+        """A row without reward_model.ground_truth would crash the reward loop mid-run: refuse it up front."""
+        frame = self.dataframe
+        if "reward_model" not in frame.column_names:
+            return
+        reward_model = frame.with_format("arrow")["reward_model"]
+        if not pa.types.is_struct(reward_model.type) or reward_model.type.get_field_index("ground_truth") < 0:
+            raise ValueError(f"{self.data_files}: reward_model has no ground_truth field (type {reward_model.type})")
+        truth = pc.struct_field(reward_model, "ground_truth")
+        missing = truth.is_null()
+        if pa.types.is_string(truth.type) or pa.types.is_large_string(truth.type):
+            missing = pc.or_kleene(missing, pc.equal(pc.utf8_trim_whitespace(truth), ""))
+        bad = np.flatnonzero(missing.to_numpy(zero_copy_only=False))
+        if bad.size:
+            raise ValueError(
+                f"{self.data_files}: rows {bad[:10].tolist()} (prompt ids {self.prompt_ids[bad[:10]].tolist()}) have "
+                f"no reward_model.ground_truth ({bad.size} in all); fix or drop them before training"
+            )
+
     def __len__(self) -> int:
         active = getattr(self, "_active_rows", None)  # RLHFDataset.__init__ may ask before ids are read
         return super().__len__() if active is None else len(active)
@@ -56,6 +76,20 @@ class PilotCommitDataset(RLHFDataset):
     @property
     def num_rows_total(self) -> int:
         return int(len(self.prompt_ids))
+
+    def state_dict(self) -> dict:
+        """Eviction state, saved with Pilot-Commit's checkpoint so a resumed run sees the same rows."""
+        return {"active_rows": self._active_rows.copy(), "evicted_ids": sorted(self.evicted_ids)}
+
+    def load_state_dict(self, state: dict) -> None:
+        active = np.asarray(state["active_rows"], dtype=np.int64)
+        if active.size and active.max() >= len(self.prompt_ids):
+            raise ValueError(
+                f"checkpointed dataset state refers to row {int(active.max())}, but {self.data_files} has only "
+                f"{len(self.prompt_ids)} rows: resume with the same train files"
+            )
+        self._active_rows = active
+        self.evicted_ids = set(int(i) for i in state["evicted_ids"])
 
     def evict(self, prompt_ids: Iterable[int]) -> int:
         """Remove these prompts from later epochs; returns how many rows left the dataset."""

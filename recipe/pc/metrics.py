@@ -24,6 +24,8 @@ class StepTally:
     too_correct: int = 0
     too_incorrect: int = 0
     evict_marked: int = 0
+    unfilled_dropped_prompts: int = 0  # collected but cut from an unfilled batch to whole mini-batches
+    committed_ids: set = field(default_factory=set)  # prompts already in this step's batch
     pilot_means: list[np.ndarray] = field(default_factory=list)
     pilot_values: list[np.ndarray] = field(default_factory=list)
     commit_ages: list[np.ndarray] = field(default_factory=list)
@@ -42,7 +44,7 @@ class StepTally:
         self.pilot_values.append(np.asarray(metric_values, dtype=np.float64))
 
     def carry_counts_only(self) -> StepTally:
-        """A fresh tally that keeps the rollouts generated so far (so none go uncounted) but no rounds."""
+        """A fresh tally that keeps the rollouts generated so far (so none go uncounted) but no batch."""
         return StepTally(
             pilot_rollouts=self.pilot_rollouts,
             commit_rollouts=self.commit_rollouts,
@@ -66,6 +68,7 @@ def step_metrics(
     tally: StepTally,
     trained_rows: int,
     trained_prompts: int,
+    target_prompts: int,
     buffer_counters: BufferCounters,
     buffer_size: int,
     p_lower: float,
@@ -75,6 +78,8 @@ def step_metrics(
     metrics = {
         "training/num_prompt_in_batch": trained_prompts,
         "training/num_gen_batches": tally.rounds,
+        "training/unfilled_batch": int(trained_prompts < target_prompts),
+        "training/unfilled_dropped_prompts": tally.unfilled_dropped_prompts,
         "rollout_stats/num_rollouts_sample_explore": tally.pilot_rollouts,
         "rollout_stats/num_rollouts_sample_commit": tally.commit_rollouts,
         "rollout_stats/num_rollouts_sample": tally.sampled_rollouts,

@@ -50,6 +50,8 @@ logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 # Per-row fields the trainer adds: the step a rollout was generated at, and whether it is a pilot.
 ROLLOUT_STEP = "pc_rollout_step"
 IS_PILOT = "pc_is_pilot"
+# Saved next to verl's actor checkpoint and data.pt in each global_step_N folder.
+PC_STATE_FILE = "pilot_commit_state.pt"
 
 
 @dataclass
@@ -74,9 +76,15 @@ class PilotRef:
 
 
 class RayPCTrainer(RayPPOTrainer):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.pc = PCSettings.from_config(self.config)
+    def __init__(self, config, *args, **kwargs):
+        self.pc = PCSettings.from_config(config)
+        train_dataset = kwargs.get("train_dataset")
+        if train_dataset is not None and len(train_dataset) < self.pc.gen_batch_size:
+            raise PCConfigError(
+                f"the train data has {len(train_dataset)} prompts, fewer than one generation batch "
+                f"(data.gen_batch_size={self.pc.gen_batch_size})"
+            )
+        super().__init__(config, *args, **kwargs)
         self._check_supported_features()
         self.rng = np.random.default_rng(self.pc.seed)
         self.buffer = PilotReplayBuffer(
@@ -91,6 +99,8 @@ class RayPCTrainer(RayPPOTrainer):
         self.total_consumed_prompts = 0
         self.total_sampling_rounds = 0
         self.gen_round = 0  # rounds since the start of training; part of each pilot uid
+        self.epoch = 0
+        self._last_saved_step = None
 
     # ------------------------------------------------------------------ set-up checks
     def _check_supported_features(self) -> None:
@@ -143,20 +153,18 @@ class RayPCTrainer(RayPPOTrainer):
             if self.config.trainer.get("val_only", False):
                 return
 
-        start_epoch = self.global_steps // len(self.train_dataloader)
         self.global_steps += 1
         SkipManager.set_step(self.global_steps)
         tally, parts, timing_raw = StepTally(), [], {}
         last_validated_step = None
 
-        for epoch in range(start_epoch, self.config.trainer.total_epochs):
+        while self.epoch < self.config.trainer.total_epochs:
             for batch_dict in self.train_dataloader:
                 with marked_timer("step", timing_raw):
                     contribution = self._run_round(batch_dict, tally, parts, timing_raw)
                 if contribution is not None:
                     parts.append(contribution)
-                if tally.committed_prompts < self.pc.train_batch_size:
-                    self._check_round_limit(tally)
+                if not self._batch_ready(tally):
                     continue
 
                 is_last_step = self.global_steps >= self.total_training_steps
@@ -164,8 +172,8 @@ class RayPCTrainer(RayPPOTrainer):
                     # Replicas stay awake across the rounds of a step (a sleeping replica cannot
                     # generate); they sleep once, before the actor needs the GPU, and wake on update_weights.
                     self.checkpoint_manager.sleep_replicas()
-                    batch = self._assemble_training_batch(parts)
-                    metrics = self._pc_step_metrics(tally, batch, epoch)
+                    batch = self._assemble_training_batch(parts, tally)
+                    metrics = self._pc_step_metrics(tally, batch)
                     self.buffer.flush_stale(self.global_steps, self.pc.buffer_max_off_steps)
                     metrics["buffer_stats/local/evict_count"] = self.buffer.counters.evict
                     metrics["buffer_stats/local/buffer_size"] = len(self.buffer)
@@ -187,10 +195,11 @@ class RayPCTrainer(RayPPOTrainer):
                 self.global_steps += 1
                 SkipManager.set_step(self.global_steps)
 
-            tally, parts = self._end_epoch(epoch, tally, parts)
+            tally, parts = self._end_epoch(tally, parts)
             if len(self.train_dataset) < self.pc.gen_batch_size:
                 logger.warning(
-                    "after eviction only %d prompts remain, fewer than data.gen_batch_size=%d: stopping",
+                    "eviction left %d prompts, fewer than data.gen_batch_size=%d: every other prompt is solved, "
+                    "stopping",
                     len(self.train_dataset),
                     self.pc.gen_batch_size,
                 )
@@ -231,6 +240,7 @@ class RayPCTrainer(RayPPOTrainer):
         self._tag_rollouts(commit_rows, is_pilot=False)
         tally.commit_rollouts += len(commit_rows)
         tally.committed_prompts += len(draws)
+        tally.committed_ids.update(d.entry.prompt_id for d in draws)
         tally.commit_ages.append(np.array([self.global_steps - d.entry.inserted_step for d in draws]))
         return self._concat_rows([reused, commit_rows], what="reused pilot rollouts and commit rollouts")
 
@@ -280,7 +290,14 @@ class RayPCTrainer(RayPPOTrainer):
 
         gen_batch, pad = pad_dataproto_to_divisor(gen_batch, self._generation_divisor())
         gen_batch.meta_info["global_steps"] = self.global_steps
-        output = self.async_rollout_manager.generate_sequences(gen_batch)
+        try:
+            output = self.async_rollout_manager.generate_sequences(gen_batch)
+        except Exception as err:
+            ids = np.unique(gen_batch.non_tensor_batch["index"])
+            raise RuntimeError(
+                f"generation or reward scoring failed in round {self.gen_round} (step {self.global_steps}) for "
+                f"prompt ids {ids[:20].tolist()}{' ...' if len(ids) > 20 else ''}: {type(err).__name__}: {err}"
+            ) from err
         for key, value in output.meta_info.pop("timing", {}).items():
             timing_raw[key] = timing_raw.get(key, 0.0) + value
         output = unpad_dataproto(output, pad)
@@ -353,7 +370,9 @@ class RayPCTrainer(RayPPOTrainer):
         tally.add_verdict(verdict, values)
         self.evict_next_epoch.update(verdict.stats.prompt_ids[verdict.evict].tolist())
 
-        passing = np.flatnonzero(verdict.passed)
+        # A prompt already in this step's batch (committed before an epoch boundary) is not queued twice.
+        fresh = ~np.isin(verdict.stats.prompt_ids, list(tally.committed_ids))
+        passing = np.flatnonzero(verdict.passed & fresh)
         if passing.size == 0:
             return
         # Rows are interleaved, so prompt j owns rows [j*n, (j+1)*n) of the pilot and row j of prompts.
@@ -366,25 +385,50 @@ class RayPCTrainer(RayPPOTrainer):
         for position, prompt_id in enumerate(verdict.stats.prompt_ids[passing].tolist()):
             self.buffer.add(prompt_id, PilotRef(pilot_round, position), group_values[position], self.global_steps)
 
-    def _check_round_limit(self, tally: StepTally) -> None:
+    def _batch_ready(self, tally: StepTally) -> bool:
+        """True once the step has its prompts, or has used its rounds and may train on what it has."""
+        if tally.committed_prompts >= self.pc.train_batch_size:
+            return True
         limit = self.pc.max_num_gen_batches
-        if 0 < limit <= tally.rounds:
-            raise RuntimeError(
-                f"step {self.global_steps}: {tally.rounds} generation rounds (algorithm.max_num_gen_batches={limit}) "
-                f"committed only {tally.committed_prompts} of {self.pc.train_batch_size} prompts; the data is too "
-                "hard or too easy for the band, so widen algorithm.diversity_threshold_* or raise "
-                "algorithm.max_num_gen_batches (<= 0 means unlimited)"
-            )
+        if limit <= 0 or tally.rounds < limit:
+            return False
+        message = (
+            f"step {self.global_steps}: {tally.rounds} generation rounds (max_num_gen_batches={limit}) committed "
+            f"{tally.committed_prompts} of {self.pc.train_batch_size} prompts; the data is too hard or too easy "
+            "for the filter (widen algorithm.diversity_threshold_*, or raise the round limit; <= 0 is unlimited)"
+        )
+        if self.pc.raise_on_unfilled_batch:
+            raise RuntimeError(message)
+        if tally.committed_prompts >= self._min_train_prompts():
+            logger.warning("%s: training on the %d collected", message, tally.committed_prompts)
+            return True
+        if tally.rounds == limit:
+            logger.warning("%s: too few to train on, generating more rounds", message)
+        return False
+
+    def _min_train_prompts(self) -> int:
+        unit = self._trainable_unit()
+        return max(unit, self.pc.min_train_prompts or unit)
+
+    def _trainable_unit(self) -> int:
+        dp_size = self._get_dp_size(self.actor_rollout_wg, "actor")
+        return self.pc.trainable_unit(dp_size, int(self.config.actor_rollout_ref.actor.ppo_mini_batch_size))
 
     # ------------------------------------------------------------------ the training step
-    def _assemble_training_batch(self, parts: list[DataProto]) -> DataProto:
+    def _assemble_training_batch(self, parts: list[DataProto], tally: StepTally) -> DataProto:
+        """The step's groups; an unfilled batch is cut to whole mini-batches (the cut groups are counted)."""
         batch = self._concat_rows(parts, what="training contributions")
-        uids, counts = np.unique(batch.non_tensor_batch["uid"], return_counts=True)
-        if len(uids) != self.pc.train_batch_size or (counts != self.pc.group_size).any():
+        uids, first, counts = np.unique(batch.non_tensor_batch["uid"], return_index=True, return_counts=True)
+        if (counts != self.pc.group_size).any() or len(uids) > self.pc.train_batch_size:
             raise RuntimeError(
                 f"step {self.global_steps} assembled {len(uids)} groups of sizes {np.unique(counts).tolist()}; "
-                f"expected {self.pc.train_batch_size} groups of {self.pc.group_size}"
+                f"expected at most {self.pc.train_batch_size} groups of {self.pc.group_size}"
             )
+        if len(uids) < self.pc.train_batch_size:
+            unit = self._trainable_unit()
+            keep = np.sort(uids[np.argsort(first, kind="stable")][: len(uids) // unit * unit])
+            tally.unfilled_dropped_prompts = len(uids) - len(keep)
+            batch = batch.select_idxs(np.isin(batch.non_tensor_batch["uid"], keep))
         # Not global_steps: the rollout server already returns a per-row "global_steps" field (its weight
         # version), and to_tensordict refuses a meta_info key that is also a row field.
         batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
@@ -470,12 +514,13 @@ class RayPCTrainer(RayPPOTrainer):
             finally:
                 rollout.n = self.pc.n_commit
 
-    def _pc_step_metrics(self, tally: StepTally, batch: DataProto, epoch: int) -> dict:
+    def _pc_step_metrics(self, tally: StepTally, batch: DataProto) -> dict:
         self.cumulative_trained_rollouts += len(batch)
         metrics = step_metrics(
             tally,
             trained_rows=len(batch),
-            trained_prompts=tally.committed_prompts,
+            trained_prompts=len(batch) // self.pc.group_size,
+            target_prompts=self.pc.train_batch_size,
             buffer_counters=self.buffer.counters,
             buffer_size=len(self.buffer),
             p_lower=self.pc.p_lower,
@@ -486,7 +531,7 @@ class RayPCTrainer(RayPPOTrainer):
                 "rollout_stats/cumulative_rollouts_sample": self.cumulative_rollouts,
                 "rollout_stats/cumulative_rollouts_train": self.cumulative_trained_rollouts,
                 "training/global_step": self.global_steps,
-                "training/epoch": epoch,
+                "training/epoch": self.epoch,
                 "training/total_consumed_prompts": self.total_consumed_prompts,
                 "training/total_sampling_rounds": self.total_sampling_rounds,
                 "training/num_evicted_prompts": len(getattr(self.train_dataset, "evicted_ids", ())),
@@ -507,28 +552,35 @@ class RayPCTrainer(RayPPOTrainer):
         self.tracking.log(data=metrics, step=self.global_steps)
 
     # ------------------------------------------------------------------ epoch and run ends
-    def _end_epoch(self, epoch: int, tally: StepTally, parts: list) -> tuple[StepTally, list]:
-        """Drop the partial batch and the buffer (as the reference does); evict solved prompts.
+    def _end_epoch(self, tally: StepTally, parts: list) -> tuple[StepTally, list]:
+        """Evict solved prompts; carry the buffer and the partial batch into the next epoch, or drop them.
 
-        The dropped rollouts stay counted: they are carried into the next logged step's counters.
+        With algorithm.carry_over_epoch=false (the reference) both are dropped; the dropped rollouts
+        stay counted, carried into the next logged step's counters.
         """
-        dropped_prompts = tally.committed_prompts
-        flushed = self.buffer.flush_all()
         evicted_rows = 0
         if self.evict_next_epoch and hasattr(self.train_dataset, "evict"):
             evicted_rows = self.train_dataset.evict(self.evict_next_epoch)
         self.evict_next_epoch.clear()
+        dropped_prompts = flushed = 0
+        if not self.pc.carry_over_epoch:
+            dropped_prompts = tally.committed_prompts
+            flushed = self.buffer.flush_all()
+            tally, parts = tally.carry_counts_only(), []
         epoch_metrics = {
-            "exclusion_stats/epoch": epoch,
+            "exclusion_stats/epoch": self.epoch,
             "exclusion_stats/evicted_this_epoch": evicted_rows,
             "exclusion_stats/dataset_size": len(self.train_dataset),
             "exclusion_stats/original_size": getattr(self.train_dataset, "num_rows_total", len(self.train_dataset)),
+            "exclusion_stats/carried_prompts": tally.committed_prompts,
+            "exclusion_stats/carried_buffer_entries": len(self.buffer),
             "exclusion_stats/dropped_partial_prompts": dropped_prompts,
             "exclusion_stats/flushed_buffer_entries": flushed,
         }
         self.tracking.log(data=epoch_metrics, step=self.global_steps)
-        logger.info("end of epoch %d: %s", epoch, pformat(epoch_metrics))
-        return tally.carry_counts_only(), []
+        logger.info("end of epoch %d: %s", self.epoch, pformat(epoch_metrics))
+        self.epoch += 1
+        return tally, parts
 
     def _finish(self) -> None:
         if hasattr(self.actor_rollout_wg, "async_calls_finalize_fn_exec"):
@@ -537,17 +589,79 @@ class RayPCTrainer(RayPPOTrainer):
         self.tracking.finish()
 
     def _finish_after_last_epoch(self, last_validated_step: int | None) -> None:
-        """The data ran out before total_training_steps: validate the final policy, then finish."""
+        """The data ran out before total_training_steps: validate and checkpoint the final policy, then finish."""
         final_step = self.global_steps - 1
         logger.warning(
-            "trainer.total_epochs=%s ended at step %d, before trainer.total_training_steps=%s",
-            self.config.trainer.total_epochs,
+            "training data ran out at step %d (trainer.total_epochs=%s, trainer.total_training_steps=%s)",
             final_step,
+            self.config.trainer.total_epochs,
             self.total_training_steps,
         )
-        if self.config.trainer.test_freq > 0 and last_validated_step != final_step and final_step > 0:
-            self.tracking.log(data=self._validate(), step=final_step)
+        if final_step > 0:
+            self.global_steps = final_step
+            if self.config.trainer.test_freq > 0 and last_validated_step != final_step:
+                self.tracking.log(data=self._validate(), step=final_step)
+            if self.config.trainer.save_freq > 0 and self._last_saved_step != final_step:
+                self._save_checkpoint()
         self._finish()
+
+    # ------------------------------------------------------------------ checkpoints
+    def _save_checkpoint(self):
+        super()._save_checkpoint()
+        folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
+        torch.save(self._pc_state(), os.path.join(folder, PC_STATE_FILE))
+        self._last_saved_step = self.global_steps
+
+    def _load_checkpoint(self):
+        super()._load_checkpoint()
+        if self.global_steps == 0:
+            return
+        folder = self._resumed_folder()
+        state_path = os.path.join(folder, PC_STATE_FILE)
+        if not os.path.exists(state_path):
+            raise FileNotFoundError(
+                f"{state_path} is missing: {folder} was not written by the Pilot-Commit trainer, so its buffer, "
+                "eviction and counters cannot be restored; resume from a Pilot-Commit checkpoint or set "
+                "trainer.resume_mode=disable"
+            )
+        self._load_pc_state(torch.load(state_path, weights_only=False))
+        # verl skips the dataloader state when global_steps looks like an epoch end (one batch per step);
+        # here a step spans several batches, so the saved position is always the one to resume from.
+        data_path = os.path.join(folder, "data.pt")
+        if os.path.exists(data_path):
+            self.train_dataloader.load_state_dict(torch.load(data_path, weights_only=False))
+
+    def _resumed_folder(self) -> str:
+        if self.config.trainer.resume_mode == "resume_path":
+            return os.path.abspath(self.config.trainer.resume_from_path)
+        return os.path.join(os.path.abspath(self.config.trainer.default_local_dir), f"global_step_{self.global_steps}")
+
+    def _pc_state(self) -> dict:
+        return {
+            "buffer": self.buffer.state_dict(),
+            "rng": self.rng.bit_generator.state,
+            "evict_next_epoch": sorted(self.evict_next_epoch),
+            "dataset": self.train_dataset.state_dict() if hasattr(self.train_dataset, "state_dict") else None,
+            "epoch": self.epoch,
+            "gen_round": self.gen_round,
+            "cumulative_rollouts": self.cumulative_rollouts,
+            "cumulative_trained_rollouts": self.cumulative_trained_rollouts,
+            "total_consumed_prompts": self.total_consumed_prompts,
+            "total_sampling_rounds": self.total_sampling_rounds,
+        }
+
+    def _load_pc_state(self, state: dict) -> None:
+        self.buffer.load_state_dict(state["buffer"])
+        self.rng.bit_generator.state = state["rng"]
+        self.evict_next_epoch = set(state["evict_next_epoch"])
+        if state["dataset"] is not None:
+            self.train_dataset.load_state_dict(state["dataset"])
+        self.epoch = state["epoch"]
+        self.gen_round = state["gen_round"]
+        self.cumulative_rollouts = state["cumulative_rollouts"]
+        self.cumulative_trained_rollouts = state["cumulative_trained_rollouts"]
+        self.total_consumed_prompts = state["total_consumed_prompts"]
+        self.total_sampling_rounds = state["total_sampling_rounds"]
 
     # ------------------------------------------------------------------ helpers
     @staticmethod

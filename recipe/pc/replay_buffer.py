@@ -148,5 +148,14 @@ class PilotReplayBuffer:
         self.counters.evict += dropped
         return dropped
 
+    def state_dict(self) -> dict:
+        """Entries and insertion counter (the RNG belongs to the trainer and is saved there)."""
+        return {"entries": list(self._entries.values()), "next_order": self._next_order}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._entries = OrderedDict((e.prompt_id, e) for e in state["entries"])
+        self._next_order = int(state["next_order"])
+        self.counters.reset()
+
     def ages(self, current_step: int) -> np.ndarray:
         return np.array([current_step - e.inserted_step for e in self._entries.values()], dtype=np.int64)

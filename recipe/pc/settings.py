@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from recipe.pc.replay_buffer import PROMPT_STRATEGIES, RESPONSE_STRATEGIES
@@ -32,6 +33,9 @@ class PCSettings:
     response_strategy: str
     seed: int
     mini_batch_unit: str  # rollout_n: ppo_mini_batch_size x rollout.n rows (reference); group: x group size
+    carry_over_epoch: bool  # keep the buffer and a partial batch across an epoch boundary
+    min_train_prompts: int | None  # train a batch unfilled after max_num_gen_batches rounds if it has this many
+    raise_on_unfilled_batch: bool  # ... or stop with an error instead
 
     @property
     def group_size(self) -> int:
@@ -78,6 +82,9 @@ class PCSettings:
             response_strategy=str(algo.buffer_response_sampling_method),
             seed=0 if seed is None else int(seed),
             mini_batch_unit=str(algo.get("mini_batch_unit", "rollout_n")),
+            carry_over_epoch=bool(algo.get("carry_over_epoch", True)),
+            min_train_prompts=None if algo.get("min_train_prompts") is None else int(algo.min_train_prompts),
+            raise_on_unfilled_batch=bool(algo.get("raise_on_unfilled_batch", False)),
         )
         settings.validate()
         return settings
@@ -107,6 +114,19 @@ class PCSettings:
             raise PCConfigError(
                 f"empty band: algorithm.diversity_threshold_lower={self.p_lower} is above "
                 f"1 - algorithm.diversity_threshold_upper={1.0 - self.p_upper}; no prompt could pass the pilot"
+            )
+        if self.min_train_prompts is not None and not 1 <= self.min_train_prompts <= self.train_batch_size:
+            raise PCConfigError(
+                f"algorithm.min_train_prompts={self.min_train_prompts} must lie in [1, data.train_batch_size="
+                f"{self.train_batch_size}], or be null for the smallest batch that splits into whole mini-batches"
+            )
+        # Pilot-Commit commits nothing in a step's first round when the buffer is empty.
+        productive_rounds = self.max_num_gen_batches - (1 if self.method == "pilot_commit" else 0)
+        if self.max_num_gen_batches > 0 and self.gen_batch_size * productive_rounds < self.train_batch_size:
+            raise PCConfigError(
+                f"data.gen_batch_size={self.gen_batch_size} over max_num_gen_batches={self.max_num_gen_batches} "
+                f"rounds cannot supply data.train_batch_size={self.train_batch_size} prompts even if every prompt "
+                "passed; raise data.gen_batch_size or the round limit"
             )
         if self.n_pilot < 1:
             raise PCConfigError(f"algorithm.exploration.n={self.n_pilot} must be at least 1")
@@ -143,6 +163,11 @@ class PCSettings:
     def mini_batch_multiplier(self) -> int:
         """Rows per ``ppo_mini_batch_size`` unit: rollout.n (verl's and the reference's rule) or the group size."""
         return self.group_size if self.mini_batch_unit == "group" else self.n_commit
+
+    def trainable_unit(self, dp_size: int, ppo_mini_batch_size: int) -> int:
+        """Smallest prompt count whose rows split over the ranks and into whole PPO mini-batches."""
+        rows_unit = math.lcm(ppo_mini_batch_size * self.mini_batch_multiplier, dp_size)
+        return rows_unit // math.gcd(rows_unit, self.group_size)
 
     def check_parallel_sizes(self, dp_size: int, ppo_mini_batch_size: int) -> None:
         """The trained batch must split evenly over data-parallel ranks and PPO mini-batches.

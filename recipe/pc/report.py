@@ -1,0 +1,544 @@
+"""Rollouts-to-target table and accuracy plot from training-run logs.
+
+Usage::
+
+    python -m recipe.pc.report [--baseline LABEL] [--compare LABEL] [--target ACC] [--smooth K]
+                               [--benchmarks A,B] [--out DIR] [--no-plot] RUN [RUN ...]
+
+A RUN is ``LABEL=PATH`` or just ``PATH`` (the label is then the file name without its extension).
+
+Input formats (detected from the file extension and content):
+
+* verl ``file`` logger (``trainer.logger=[file]``): JSON Lines, one line per ``Tracking.log`` call,
+  ``{"step": <int>, "data": {"<metric>": <number>, ...}}``. Several lines may share a step (validation
+  before training at step 0; a final validation logged on its own; epoch-end ``exclusion_stats/*`` lines):
+  they are merged, the later line winning for a metric logged twice at the same step.
+* W&B CSV (``*.csv``, the run-history "Export CSV"): one column per metric plus a step column named
+  ``_step``, ``Step`` or ``step``; an empty cell means "not logged at that step". Chart exports are also
+  read: their ``<metric>__MIN``/``__MAX`` columns are dropped and a ``<run name> - `` prefix shared by every
+  metric column is removed.
+* W&B JSON (any other extension): a JSON list of row objects, or JSON Lines of row objects, each with
+  ``_step`` (as ``run.history()``/``run.scan_history()`` dumps give). Keys starting with ``_`` (``_runtime``,
+  ``_timestamp``, ...) and non-numeric values are ignored. File-logger lines are accepted here too.
+
+Metrics used (logged by this project's trainer):
+
+* ``val-core/<data_source>/acc/mean@<N>``: validation accuracy per benchmark (N may differ per benchmark).
+* ``rollout_stats/cumulative_rollouts_sample``: running total of generated rollouts, the x-axis. A
+  validation at step s is placed at the total logged at step s; a step without a training line (validation
+  before training, step 0) takes the last total before it, 0 before any training.
+* ``timing_s/step``, ``training/num_gen_batches`` (optional: reported as missing when absent) and
+  ``training/zero_variance_group_frac`` (optional, second plot panel).
+
+Method:
+
+* Accuracy at a validation point is the unweighted mean of the chosen benchmarks' values (``--benchmarks``;
+  by default every benchmark present in all runs). Only validation points where every chosen benchmark was
+  logged count.
+* ``--smooth K`` replaces each point by the trailing moving average of the last K validation points (fewer at
+  the start of the run: the first point is itself, the second the mean of two, ...). K=1 (default) is no
+  smoothing.
+* The target defaults to the peak smoothed accuracy of the baseline run (``--baseline``, by default the only
+  run whose label contains "grpo"); ``--target`` sets it explicitly.
+* A run reaches the target at the FIRST validation point whose smoothed accuracy is >= target (1e-9 float
+  tolerance). No interpolation between validation points: the reported rollouts are that step's cumulative
+  generated rollouts, so they are an upper bound at the validation frequency's resolution.
+* Speed-up vs a reference run = reference's rollouts-to-target / this run's rollouts-to-target. The second
+  ratio column compares with ``--compare`` (by default the only other run whose label contains "dapo").
+* Wall-clock to target sums ``timing_s/step`` over the steps up to and including the reach step (this
+  trainer times validation separately, as ``timing_s/testing``, so it is not included); generation calls to
+  target sum ``training/num_gen_batches`` likewise. Mean s/step is over all logged steps.
+
+Outputs: the Markdown table on stdout, ``--out DIR`` (default ``.``) gets ``table.md``, ``table.csv`` and
+``accuracy_vs_rollouts.png``. Warnings and per-run problems go to stderr; a run that cannot be used is skipped.
+The exit status is non-zero only when no table can be produced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+logger = logging.getLogger(__name__)
+
+ROLLOUTS = "rollout_stats/cumulative_rollouts_sample"
+STEP_TIME = "timing_s/step"
+GEN_CALLS = "training/num_gen_batches"
+ZERO_VAR = "training/zero_variance_group_frac"
+_VAL_CORE_ACC = re.compile(r"^val-core/(?P<source>.+)/acc/mean@(?P<n>\d+)$")
+_CSV_STEP_COLUMNS = ("_step", "Step", "step")
+_TOLERANCE = 1e-9
+
+
+class ReportError(Exception):
+    """A problem that stops the report (or, raised for one run, that run's part of it)."""
+
+
+@dataclass(frozen=True)
+class Reach:
+    """The first validation point at or above the target."""
+
+    step: int
+    rollouts: float
+    accuracy: float
+
+
+# ------------------------------------------------------------------ loading
+def parse_run_arg(arg: str) -> tuple[str, Path]:
+    """``LABEL=PATH`` or ``PATH`` -> (label, path); an existing file named with '=' stays a path."""
+    label, sep, path = arg.partition("=")
+    if sep and label and "/" not in label and not Path(arg).exists():
+        return label, Path(path)
+    return Path(arg).stem, Path(arg)
+
+
+def _numeric_items(row: dict) -> dict[str, float]:
+    # bool is an int subclass but never a metric value worth plotting; None is orjson's NaN.
+    return {
+        k: float(v)
+        for k, v in row.items()
+        if not k.startswith("_") and isinstance(v, int | float) and not isinstance(v, bool)
+    }
+
+
+def _json_record(obj, where: str) -> tuple[int, dict[str, float]]:
+    if not isinstance(obj, dict):
+        raise ReportError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    if isinstance(obj.get("data"), dict) and "step" in obj:  # verl file logger
+        step, data = obj["step"], obj["data"]
+    elif "_step" in obj or "step" in obj:  # W&B history row
+        step, data = obj.get("_step", obj.get("step")), obj
+    else:
+        raise ReportError(f"{where}: no step: expected {{'step', 'data'}} (verl file logger) or a '_step' key (W&B)")
+    if isinstance(step, bool) or not isinstance(step, int | float) or step != int(step):
+        raise ReportError(f"{where}: step {step!r} is not an integer")
+    return int(step), _numeric_items(data)
+
+
+def _frame_from_records(records: list[tuple[int, dict[str, float]]], path: Path) -> pd.DataFrame:
+    if not records:
+        raise ReportError(f"{path}: no log lines")
+    steps = [step for step, _ in records]
+    frame = pd.DataFrame([data for _, data in records], index=pd.Index(steps, name="step"))
+    return _merge_steps(frame)
+
+
+def _merge_steps(frame: pd.DataFrame) -> pd.DataFrame:
+    # groupby().last() takes each column's last non-null value, so lines sharing a step combine.
+    frame = frame.groupby(level=0, sort=True).last()
+    frame.index = frame.index.astype(int).rename("step")
+    return frame.dropna(axis=1, how="all")
+
+
+def _load_json(path: Path) -> pd.DataFrame:
+    text = path.read_text()
+    if text.lstrip().startswith("["):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ReportError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+        records = [_json_record(row, f"{path}: row {i}") for i, row in enumerate(rows)]
+    else:
+        records = []
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ReportError(f"{path}: line {lineno}: invalid JSON: {exc.msg}") from None
+            records.append(_json_record(obj, f"{path}: line {lineno}"))
+    return _frame_from_records(records, path)
+
+
+def _load_csv(path: Path) -> pd.DataFrame:
+    try:
+        raw = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path}: cannot parse CSV: {exc}") from None
+    step_col = next((c for c in _CSV_STEP_COLUMNS if c in raw.columns), None)
+    if step_col is None:
+        raise ReportError(f"{path}: no step column ({', '.join(_CSV_STEP_COLUMNS)}); columns: {list(raw.columns)[:8]}")
+    steps = pd.to_numeric(raw.pop(step_col), errors="coerce")
+    bad = steps.isna() | (steps != steps.round())
+    if bad.any():
+        line = int(bad.to_numpy().nonzero()[0][0]) + 2  # +1 for the header, +1 for 1-based lines
+        raise ReportError(f"{path}: line {line}: step column '{step_col}' is not an integer")
+    metrics = [c for c in raw.columns if not c.startswith("_") and not c.endswith(("__MIN", "__MAX"))]
+    frame = raw[metrics].apply(pd.to_numeric, errors="coerce")
+    frame.index = pd.Index(steps.astype(int), name="step")
+    prefixes = {c.split(" - ", 1)[0] for c in metrics if " - " in c}
+    if len(prefixes) == 1 and all(" - " in c for c in metrics):  # W&B chart export: "<run name> - <metric>"
+        frame.columns = [c.split(" - ", 1)[1] for c in metrics]
+    return _merge_steps(frame)
+
+
+def load_run(path: str | Path) -> pd.DataFrame:
+    """One run's log -> DataFrame indexed by step (sorted ints), one float column per metric."""
+    path = Path(path)
+    if not path.is_file():
+        raise ReportError(f"{path}: no such file")
+    return _load_csv(path) if path.suffix.lower() == ".csv" else _load_json(path)
+
+
+def describe_metrics(frame: pd.DataFrame) -> str:
+    """Brief summary of what a run logged: metric families with counts."""
+    families: dict[str, int] = {}
+    for column in frame.columns:
+        family = column.split("/", 1)[0] + "/*" if "/" in column else column
+        families[family] = families.get(family, 0) + 1
+    return ", ".join(f"{name} ({count})" for name, count in sorted(families.items())) or "no metrics"
+
+
+# ------------------------------------------------------------------ validation curves
+def benchmark_columns(frame: pd.DataFrame) -> dict[str, str]:
+    """data_source -> its ``val-core/<data_source>/acc/mean@N`` column (largest N if several)."""
+    found: dict[str, list[tuple[int, str]]] = {}
+    for column in frame.columns:
+        match = _VAL_CORE_ACC.match(column)
+        if match:
+            found.setdefault(match["source"], []).append((int(match["n"]), column))
+    chosen = {}
+    for source, columns in sorted(found.items()):
+        columns.sort()
+        if len(columns) > 1:
+            logger.warning("benchmark %s logged as %s; using %s", source, [c for _, c in columns], columns[-1][1])
+        chosen[source] = columns[-1][1]
+    return chosen
+
+
+def choose_benchmarks(per_run: dict[str, dict[str, str]], requested: list[str] | None) -> list[str]:
+    """The benchmarks to average: ``requested``, or those every run has. Warns when runs differ."""
+    if requested:
+        return list(requested)
+    sets = {label: set(columns) for label, columns in per_run.items()}
+    common = set.intersection(*sets.values())
+    if any(s != common for s in sets.values()):
+        have = "; ".join(f"{label}: {', '.join(sorted(s)) or 'none'}" for label, s in sets.items())
+        if not common:
+            raise ReportError(f"the runs have no validation benchmark in common ({have})")
+        logger.warning("runs validate on different benchmarks (%s); using the common ones: %s", have, sorted(common))
+    return sorted(common)
+
+
+def check_run(label: str, frame: pd.DataFrame, benchmarks: list[str] | tuple = ()) -> dict[str, str]:
+    """Raise ReportError naming what ``label`` lacks; return its benchmark -> accuracy column map."""
+    columns = benchmark_columns(frame)
+    missing = [ROLLOUTS] if ROLLOUTS not in frame.columns else []
+    if not columns:
+        missing.append("val-core/<data_source>/acc/mean@<N>")
+    missing += [f"val-core/{b}/acc/mean@<N>" for b in benchmarks if columns and b not in columns]
+    if missing:
+        has = describe_metrics(frame) + (f"; benchmarks: {', '.join(columns)}" if columns else "")
+        raise ReportError(f"run {label}: missing metric {', '.join(missing)}; it has {has}")
+    return columns
+
+
+def smooth(values: pd.Series, k: int) -> pd.Series:
+    """Trailing moving average over the last ``k`` points (fewer at the start); k=1 returns the values."""
+    if k < 1:
+        raise ReportError(f"--smooth must be >= 1, got {k}")
+    return values.rolling(k, min_periods=1).mean()
+
+
+def rollouts_at(frame: pd.DataFrame, steps) -> pd.Series:
+    """Cumulative generated rollouts at each step: logged there, else the last before it, else 0."""
+    logged = frame[ROLLOUTS].dropna()
+    filled = logged.reindex(logged.index.union(pd.Index(steps))).ffill().fillna(0.0)
+    return filled.loc[list(steps)]
+
+
+def validation_curve(frame: pd.DataFrame, columns: dict[str, str], k: int = 1) -> pd.DataFrame:
+    """Per validation step: ``rollouts``, ``accuracy`` (mean over ``columns``) and ``smoothed``."""
+    values = frame[list(columns.values())]
+    present = values.notna()
+    partial = present.any(axis=1) & ~present.all(axis=1)
+    if partial.any():
+        logger.warning("validation steps %s lack some benchmarks; they are left out", list(partial[partial].index))
+    values = values[present.all(axis=1)]
+    curve = pd.DataFrame(index=values.index)
+    curve["rollouts"] = rollouts_at(frame, values.index).to_numpy()
+    curve["accuracy"] = values.mean(axis=1)
+    curve["smoothed"] = smooth(curve["accuracy"], k)
+    return curve
+
+
+def rollouts_to_target(curve: pd.DataFrame, target: float) -> Reach | None:
+    """The first validation point whose smoothed accuracy reaches ``target``; None if never."""
+    hit = curve[curve["smoothed"] >= target - _TOLERANCE]
+    if hit.empty:
+        return None
+    step = int(hit.index[0])
+    return Reach(step=step, rollouts=float(hit["rollouts"].iloc[0]), accuracy=float(hit["smoothed"].iloc[0]))
+
+
+# ------------------------------------------------------------------ table
+def _sum_to(frame: pd.DataFrame, metric: str, step: int, label: str) -> float | None:
+    if metric not in frame.columns:
+        logger.warning("run %s: no %s logged; its to-target sum is reported as missing", label, metric)
+        return None
+    trained = frame.loc[frame.index <= step, [ROLLOUTS, metric]].dropna(subset=[ROLLOUTS])
+    gaps = int(trained[metric].isna().sum())
+    if gaps:
+        logger.warning("run %s: %s missing at %d of %d steps up to step %d", label, metric, gaps, len(trained), step)
+    return float(trained[metric].sum())
+
+
+def _ratio(reference: Reach | None, run: Reach | None) -> float | None:
+    if reference is None or run is None or run.rollouts <= 0:
+        return None
+    return reference.rollouts / run.rollouts
+
+
+def build_table(
+    frames: dict[str, pd.DataFrame],
+    curves: dict[str, pd.DataFrame],
+    target: float,
+    baseline: str | None = None,
+    compare: str | None = None,
+) -> pd.DataFrame:
+    """One row per run with raw numbers (None/NaN where not reached or not logged); see the module doc."""
+    reaches = {label: rollouts_to_target(curve, target) for label, curve in curves.items()}
+    references = [ref for ref in (baseline, compare) if ref is not None]
+    rows = []
+    for label, curve in curves.items():
+        frame, reach = frames[label], reaches[label]
+        if reach is not None and reach.rollouts <= 0:
+            logger.warning("run %s reaches the target before any rollout (step %d): no speed-up", label, reach.step)
+        if reach is None:
+            logger.warning("run %s never reaches the target %.4f (peak %.4f)", label, target, curve["smoothed"].max())
+        step_times = frame[STEP_TIME].dropna() if STEP_TIME in frame.columns else pd.Series(dtype=float)
+        row = {
+            "run": label,
+            "reached": reach is not None,
+            "step": reach.step if reach else None,
+            "rollouts_to_target": reach.rollouts if reach else None,
+        }
+        row.update({f"speedup_vs_{ref}": _ratio(reaches[ref], reach) for ref in references})
+        row.update(
+            {
+                "wallclock_s_to_target": _sum_to(frame, STEP_TIME, reach.step, label) if reach else None,
+                "gen_calls_to_target": _sum_to(frame, GEN_CALLS, reach.step, label) if reach else None,
+                "mean_s_per_step": float(step_times.mean()) if len(step_times) else None,
+                "peak_accuracy": float(curve["smoothed"].max()),
+                "total_rollouts": float(frame[ROLLOUTS].max()),
+                "target": target,
+            }
+        )
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    # Counts stay integers in the CSV, with empty cells where a run has none.
+    for column in ("step", "rollouts_to_target", "gen_calls_to_target", "total_rollouts"):
+        table[column] = pd.to_numeric(table[column]).round().astype("Int64")
+    return table
+
+
+def _cell(value, fmt: str, empty: str = "—", suffix: str = "") -> str:
+    return empty if pd.isna(value) else format(value, fmt) + suffix
+
+
+def to_markdown(table: pd.DataFrame, caption: str) -> str:
+    """The table as Markdown, numbers formatted for reading (the CSV keeps them raw)."""
+    ratio_columns = [c for c in table.columns if c.startswith("speedup_vs_")]
+    header = ["run", "step", "rollouts to target"]
+    header += [f"speed-up vs {c.removeprefix('speedup_vs_')}" for c in ratio_columns]
+    header += ["wall-clock to target (s)", "gen calls to target", "mean s/step", "peak acc", "total rollouts"]
+    lines = [caption, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in table.to_dict("records"):
+        reached = row["reached"]
+        rollouts = (
+            _cell(row["rollouts_to_target"], ",.0f") if reached else f"not reached (peak {row['peak_accuracy']:.4f})"
+        )
+        cells = [row["run"], _cell(row["step"], ".0f"), rollouts]
+        cells += [_cell(row[c], ".2f", suffix="×") for c in ratio_columns]
+        cells += [
+            _cell(row["wallclock_s_to_target"], ",.1f", "missing" if reached else "—"),
+            _cell(row["gen_calls_to_target"], ",.0f", "missing" if reached else "—"),
+            _cell(row["mean_s_per_step"], ",.1f", "missing"),
+            _cell(row["peak_accuracy"], ".4f"),
+            _cell(row["total_rollouts"], ",.0f"),
+        ]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ plot
+def plot(
+    frames: dict[str, pd.DataFrame], curves: dict[str, pd.DataFrame], target: float, path: Path, ylabel: str
+) -> None:
+    """Smoothed accuracy and zero-variance group share, both against cumulative generated rollouts."""
+    # Figure + the Agg canvas directly: no pyplot global state, no display needed.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter
+
+    fig = Figure(figsize=(12, 4.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    acc_ax, zv_ax = fig.subplots(1, 2)
+    for label, curve in curves.items():
+        (line,) = acc_ax.plot(curve["rollouts"], curve["smoothed"], marker="o", markersize=3, label=label)
+        frame = frames[label]
+        if ZERO_VAR in frame.columns:
+            points = frame[[ROLLOUTS, ZERO_VAR]].dropna()
+            zv_ax.plot(points[ROLLOUTS], points[ZERO_VAR], color=line.get_color(), label=label)
+        else:
+            logger.warning("run %s: no %s logged; left out of the second panel", label, ZERO_VAR)
+    acc_ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:.4f}")
+    acc_ax.set(title="Validation accuracy", xlabel="cumulative generated rollouts", ylabel=ylabel)
+    zv_ax.set(
+        title="Zero-variance groups in the trained batch",
+        xlabel="cumulative generated rollouts",
+        ylabel="share of trained groups with equal rewards",
+        ylim=(0, 1),
+    )
+    for ax in (acc_ax, zv_ax):
+        ax.xaxis.set_major_formatter(EngFormatter())
+        ax.grid(alpha=0.3)
+    acc_ax.legend()
+    if zv_ax.has_data():
+        zv_ax.legend()
+    else:
+        zv_ax.text(0.5, 0.5, f"{ZERO_VAR} not logged", ha="center", transform=zv_ax.transAxes)
+    fig.savefig(path, dpi=150)
+
+
+# ------------------------------------------------------------------ CLI
+def _pick_baseline(labels: list[str], requested: str | None, have_target: bool) -> str | None:
+    if requested is not None:
+        if requested not in labels:
+            raise ReportError(f"--baseline {requested}: no such run (runs: {', '.join(labels)})")
+        return requested
+    candidates = [label for label in labels if "grpo" in label.lower()]
+    if len(candidates) == 1:
+        return candidates[0]
+    problem = f"{len(candidates)} runs have 'grpo' in their label ({', '.join(candidates) or 'none'})"
+    if not have_target:
+        raise ReportError(f"cannot pick the GRPO baseline: {problem}; pass --baseline LABEL or --target ACC")
+    logger.warning("no baseline speed-up column: %s; pass --baseline LABEL", problem)
+    return None
+
+
+def _pick_compare(labels: list[str], requested: str | None, baseline: str | None) -> str | None:
+    if requested is not None:
+        if requested not in labels:
+            raise ReportError(f"--compare {requested}: no such run (runs: {', '.join(labels)})")
+        return requested
+    candidates = [label for label in labels if "dapo" in label.lower() and label != baseline]
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m recipe.pc.report",
+        description="Rollouts to reach a target validation accuracy, per run, as a table and a plot.",
+    )
+    parser.add_argument(
+        "runs", nargs="+", metavar="RUN", help="LABEL=PATH or PATH (verl file-logger JSONL, W&B CSV/JSON)"
+    )
+    parser.add_argument(
+        "--baseline", metavar="LABEL", help="label of the GRPO baseline run (default: the run labelled *grpo*)"
+    )
+    parser.add_argument(
+        "--compare", metavar="LABEL", help="label of a second reference run (default: the run labelled *dapo*)"
+    )
+    parser.add_argument(
+        "--target", metavar="ACC", type=float, help="target accuracy (default: the baseline's peak smoothed accuracy)"
+    )
+    parser.add_argument("--smooth", type=int, default=1, metavar="K", help="trailing average over K validation points")
+    parser.add_argument(
+        "--benchmarks", metavar="A,B", help="comma-separated data sources to average (default: all runs' common ones)"
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", type=Path, default=Path("."), help="directory for table.md, table.csv and the plot"
+    )
+    parser.add_argument("--no-plot", action="store_true", help="skip the plot (matplotlib not needed)")
+    return parser.parse_args(argv)
+
+
+def _load_runs(specs: list[str]) -> dict[str, pd.DataFrame]:
+    frames: dict[str, pd.DataFrame] = {}
+    for spec in specs:
+        label, path = parse_run_arg(spec)
+        if label in frames:
+            raise ReportError(f"two runs are labelled {label}; name them with LABEL=PATH")
+        try:
+            frames[label] = load_run(path)
+        except ReportError as exc:
+            logger.error("run %s skipped: %s", label, exc)
+    return frames
+
+
+def report(args: argparse.Namespace) -> str:
+    """Run the whole report; returns the Markdown table. Raises ReportError when none can be made."""
+    frames = _load_runs(args.runs)
+    requested = [b.strip() for b in args.benchmarks.split(",") if b.strip()] if args.benchmarks else None
+    usable, all_columns = {}, {}
+    for label, frame in frames.items():
+        try:
+            all_columns[label] = check_run(label, frame, requested or ())
+        except ReportError as exc:
+            logger.error("%s; run skipped", exc)
+            continue
+        usable[label] = frame
+    if not usable:
+        raise ReportError("no usable run")
+    benchmarks = choose_benchmarks(all_columns, requested)
+    curves, columns = {}, {}
+    for label, frame in usable.items():
+        columns[label] = {b: all_columns[label][b] for b in benchmarks}
+        curve = validation_curve(frame, columns[label], args.smooth)
+        if curve.empty:
+            logger.error("run %s: no validation step logs all of %s; run skipped", label, ", ".join(benchmarks))
+            continue
+        curves[label] = curve
+    if not curves:
+        raise ReportError("no usable run")
+    labels = list(curves)
+    for b in benchmarks:
+        logged_as = {label: columns[label][b] for label in labels}
+        if len(set(logged_as.values())) > 1:
+            logger.warning("benchmark %s is averaged over different sample counts: %s", b, logged_as)
+    baseline = _pick_baseline(labels, args.baseline, args.target is not None)
+    compare = _pick_compare(labels, args.compare, baseline)
+    target = args.target if args.target is not None else float(curves[baseline]["smoothed"].max())
+
+    table = build_table(usable, curves, target, baseline, compare)
+    first = columns[labels[0]]
+    bench_text = ", ".join(f"{b} ({first[b].rsplit('/', 1)[1]})" for b in benchmarks)
+    source = "given" if args.target is not None else f"peak of {baseline}"
+    smoothing = f"trailing average of {args.smooth} validation points" if args.smooth > 1 else "unsmoothed"
+    caption = (
+        f"Target accuracy {target:.4f} ({source}): mean of {bench_text}, {smoothing}; "
+        "rollouts = cumulative generated rollouts at the first validation point at or above the target."
+    )
+    markdown = to_markdown(table, caption)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "table.md").write_text(markdown)
+    table.to_csv(args.out / "table.csv", index=False)
+    if not args.no_plot:
+        ylabel = f"mean accuracy ({', '.join(benchmarks)})" + (f", smoothed K={args.smooth}" if args.smooth > 1 else "")
+        plot(usable, curves, target, args.out / "accuracy_vs_rollouts.png", ylabel)
+    return markdown
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(format="%(levelname)s: %(message)s", stream=sys.stderr)
+    args = _parse_args(argv)
+    try:
+        markdown = report(args)
+    except ReportError as exc:
+        logger.error("%s", exc)
+        return 2
+    sys.stdout.write(markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

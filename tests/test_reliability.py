@@ -1,0 +1,227 @@
+"""Resume, epoch boundaries, too-hard data and bad input, through the real fit() loop."""
+
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import compose_pc_config
+from pc_standins import env_file_logger, read_metrics, step_records, write_prompt_parquet
+from test_trainer_fit import N_COMMIT, N_PILOT, B, G, build_trainer
+
+from recipe.pc.dataset import PilotCommitDataset
+from recipe.pc.settings import PCConfigError, PCSettings
+
+
+def trace(trainer):
+    """What a run did: generation inputs per round and trained groups per step."""
+    gen = [(c.global_steps, c.prompt_ids.tolist()) for c in trainer.async_rollout_manager.calls]
+    updates = [
+        (sorted(zip(c.uids, c.rollout_steps, c.acc, strict=True)))
+        for c in trainer.actor_rollout_wg.calls
+        if c.kind == "update_actor"
+    ]
+    return gen, updates
+
+
+def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, tokenizer):
+    save = ["trainer.save_freq=3"]
+    full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
+    full_dir.mkdir(), cut_dir.mkdir()
+
+    env_file_logger(full_dir)
+    full = build_trainer(full_dir, tokenizer, extra=[*save, "trainer.total_training_steps=7"])
+    full.fit()
+    full_gen, full_updates = trace(full)
+    full_steps = step_records(str(full_dir / "metrics.jsonl"))
+
+    env_file_logger(cut_dir)
+    first = build_trainer(cut_dir, tokenizer, extra=[*save, "trainer.total_training_steps=3"])
+    first.fit()
+    assert os.path.exists(cut_dir / "ckpt" / "global_step_3" / "pilot_commit_state.pt")
+    (cut_dir / "metrics.jsonl").unlink()
+    env_file_logger(cut_dir)
+    resumed = build_trainer(cut_dir, tokenizer, extra=[*save, "trainer.total_training_steps=7"])
+    resumed.fit()
+    assert resumed.actor_rollout_wg.loaded_step == 3
+    resumed_gen, resumed_updates = trace(resumed)
+    resumed_steps = step_records(str(cut_dir / "metrics.jsonl"))
+
+    first_rounds = len(first.async_rollout_manager.calls)
+    assert resumed_gen == full_gen[first_rounds:]  # same pilot draws and buffer commits, round by round
+    assert resumed_updates == full_updates[3:]  # same training groups (uid, pilot step, correctness)
+    keys = [
+        "rollout_stats/cumulative_rollouts_sample",
+        "training/total_sampling_rounds",
+        "training/epoch",
+        "buffer_stats/local/buffer_size",
+        "training/num_evicted_prompts",
+    ]
+    assert [[s[k] for k in keys] for s in resumed_steps] == [[s[k] for k in keys] for s in full_steps[3:]]
+    assert {s["training/epoch"] for s in full_steps[3:]} != {full_steps[2]["training/epoch"]}  # crossed an epoch
+
+
+@pytest.mark.parametrize("carry", [True, False])
+def test_epoch_boundary_carry_or_flush_and_every_rollout_counted(tmp_path, tokenizer, carry):
+    log = env_file_logger(tmp_path)
+    trainer = build_trainer(tmp_path, tokenizer, extra=[f"algorithm.carry_over_epoch={str(carry).lower()}"])
+    trainer.fit()
+    records = read_metrics(log)
+    epochs = [r["data"] for r in records if "exclusion_stats/epoch" in r["data"]]
+    assert epochs
+    if carry:
+        assert all(e["exclusion_stats/flushed_buffer_entries"] == 0 for e in epochs)
+        assert any(e["exclusion_stats/carried_buffer_entries"] + e["exclusion_stats/carried_prompts"] for e in epochs)
+    else:
+        assert all(e["exclusion_stats/carried_buffer_entries"] == 0 for e in epochs)
+        assert any(
+            e["exclusion_stats/flushed_buffer_entries"] + e["exclusion_stats/dropped_partial_prompts"] for e in epochs
+        )
+    steps = step_records(log)
+    generated = sum(c.num_rows for c in trainer.async_rollout_manager.calls)
+    padding = sum(s["rollout_stats/num_rollouts_padding"] for s in steps)
+    assert steps[-1]["rollout_stats/cumulative_rollouts_sample"] + padding == generated
+    for call in (c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"):
+        ids = {uid.split(":")[1] for uid in call.uids}
+        assert len(ids) == B  # never the same prompt twice in a batch, even across the boundary
+
+
+def test_too_hard_data_trains_on_an_unfilled_batch(tmp_path, tokenizer):
+    log = env_file_logger(tmp_path)
+    probs = [0.0] * 32 + [0.5] * 8
+    trainer = build_trainer(
+        tmp_path, tokenizer, probs=probs, extra=["algorithm.max_num_gen_batches=2", "trainer.total_training_steps=4"]
+    )
+    trainer.fit()
+    steps = step_records(log)
+    assert len(steps) == 4
+    unit = 2  # 2 prompts x 8 rows = one mini-batch of 4 x rollout.n(4) rows over 2 ranks
+    unfilled = [s for s in steps if s["training/unfilled_batch"]]
+    assert unfilled
+    for s in unfilled:
+        assert s["training/num_prompt_in_batch"] % unit == 0 and 0 < s["training/num_prompt_in_batch"] < B
+        assert s["rollout_stats/num_rollouts_train"] == s["training/num_prompt_in_batch"] * (N_PILOT + N_COMMIT)
+    for call in (c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"):
+        assert call.num_rows % 16 == 0
+
+
+def test_min_train_prompts_above_what_is_collected_keeps_generating(tmp_path, tokenizer):
+    log = env_file_logger(tmp_path)
+    probs = [0.0] * 32 + [0.5] * 8
+    trainer = build_trainer(
+        tmp_path,
+        tokenizer,
+        probs=probs,
+        extra=[
+            "algorithm.max_num_gen_batches=2",
+            f"algorithm.min_train_prompts={B}",
+            "trainer.total_training_steps=2",
+        ],
+    )
+    trainer.fit()
+    steps = step_records(log)
+    assert all(s["training/num_prompt_in_batch"] == B and s["training/unfilled_batch"] == 0 for s in steps)
+    assert max(s["training/num_gen_batches"] for s in steps) > 2
+
+
+def test_eviction_emptying_the_data_finishes_with_a_final_checkpoint(tmp_path, tokenizer, caplog):
+    log = env_file_logger(tmp_path)
+    probs = [1.0] * 32 + [0.5] * 8
+    trainer = build_trainer(
+        tmp_path,
+        tokenizer,
+        probs=probs,
+        extra=[
+            "algorithm.exclude_threshold_upper=0.5",
+            "trainer.total_training_steps=100",
+            "trainer.total_epochs=50",
+            "trainer.save_freq=1000",
+        ],
+    )
+    with caplog.at_level("WARNING"):
+        trainer.fit()
+    steps = step_records(log)
+    assert 0 < len(steps) < 100
+    assert len(trainer.train_dataset) < G
+    assert "every other prompt is solved" in caplog.text
+    with open(tmp_path / "ckpt" / "latest_checkpointed_iteration.txt") as f:
+        assert int(f.read()) == len(steps)
+
+
+def test_non_binary_metric_bands_the_mean_and_never_trains_flat_groups(tmp_path, tokenizer):
+    log = env_file_logger(tmp_path)
+    trainer = build_trainer(
+        tmp_path, tokenizer, extra=["algorithm.agg_metric=seq_reward", "trainer.total_training_steps=3"]
+    )
+    trainer.fit()
+    steps = step_records(log)
+    assert len(steps) == 3
+    assert all(s["training/zero_variance_group_frac"] == 0.0 for s in steps)
+
+
+def test_reward_function_that_raises_is_reported_with_its_round_and_prompts(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+
+    def flaky_reward(data_source, solution_str, ground_truth, extra_info):
+        if extra_info["index"] == 5:
+            raise ZeroDivisionError("bad row")
+        return {"score": 1.0, "acc": True, "pred": ground_truth}
+
+    trainer = build_trainer(tmp_path, tokenizer, reward_fn=flaky_reward, extra=["data.shuffle=false"])
+    with pytest.raises(RuntimeError, match=r"round 1 \(step 1\) for prompt ids \[0, 1, 2, 3, 4, 5") as info:
+        trainer.fit()
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+
+
+def test_duplicate_prompt_ids_in_train_data_are_named(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+
+    def duplicate(frame):
+        frame.at[3, "extra_info"] = {"index": 7, "success_prob": 0.5}
+
+    with pytest.raises(ValueError, match=r"duplicate extra_info.index values \[7\]"):
+        build_trainer(tmp_path, tokenizer, edit_rows=duplicate)
+
+
+def test_duplicate_prompt_ids_in_a_generation_batch_are_named(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+    trainer = build_trainer(tmp_path, tokenizer)
+    batch = next(iter(trainer.train_dataloader))
+    batch["index"] = np.array([3, 3] + list(batch["index"][2:]), dtype=object)
+    with pytest.raises(ValueError, match=r"prompt ids \[3\] more than once"):
+        trainer._new_pilot_prompts(batch)
+
+
+def test_rows_without_ground_truth_are_named(tmp_path, tokenizer):
+    path = write_prompt_parquet(str(tmp_path / "train.parquet"), [0.5] * 4, first_id=10)
+    frame = pd.read_parquet(path)
+    frame.at[2, "reward_model"] = {"ground_truth": None, "style": "rule"}
+    frame.at[3, "reward_model"] = {"ground_truth": "  ", "style": "rule"}
+    frame.to_parquet(path)
+    cfg = compose_pc_config([f"data.train_files={path}", "data.filter_overlong_prompts=False"])
+    with pytest.raises(ValueError, match=r"rows \[2, 3\] \(prompt ids \[12, 13\]\) have no reward_model.ground_truth"):
+        PilotCommitDataset(data_files=path, tokenizer=tokenizer, config=cfg.data)
+
+
+def test_train_data_smaller_than_a_generation_batch_is_refused(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+    with pytest.raises(PCConfigError, match="fewer than one generation batch"):
+        build_trainer(tmp_path, tokenizer, probs=[0.5] * (G - 1))
+
+
+def test_rounds_that_cannot_fill_a_batch_are_refused():
+    cfg = compose_pc_config(["data.train_batch_size=64", "data.gen_batch_size=16", "algorithm.max_num_gen_batches=3"])
+    with pytest.raises(PCConfigError, match="cannot supply data.train_batch_size=64"):
+        PCSettings.from_config(cfg)
+    cfg = compose_pc_config(["algorithm.min_train_prompts=0"])
+    with pytest.raises(PCConfigError, match="min_train_prompts"):
+        PCSettings.from_config(cfg)
+
+
+def test_resuming_from_a_checkpoint_without_pc_state_is_refused(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+    build_trainer(tmp_path, tokenizer, extra=["trainer.save_freq=2", "trainer.total_training_steps=2"]).fit()
+    os.remove(tmp_path / "ckpt" / "global_step_2" / "pilot_commit_state.pt")
+    resumed = build_trainer(tmp_path, tokenizer, extra=["trainer.total_training_steps=4"])
+    with pytest.raises(FileNotFoundError, match="resume_mode=disable"):
+        resumed.fit()
