@@ -8,7 +8,9 @@ is logged per level:
 
     python data/process_arithmetic.py --out_dir $DATA_DIR/arithmetic --levels 1 2 --train 160 --test 32
 
-Every problem is unique across train and test; ``extra_info.index`` is the prompt id (train ids start
+Each level gets an even share of the test and train prompts where it has enough distinct problems;
+one-digit addition has only 100, so the other levels make up the rest. Every problem is unique across
+train and test; ``extra_info.index`` is the prompt id (train ids start
 at 0, test ids at 1,000,000). Prompts are one user turn: "What is 37 + 48? Reply with just the number."
 """
 
@@ -34,11 +36,35 @@ def _answer(op: str, a: int, b: int) -> int:
     return a + b if op == "+" else a - b if op == "-" else a * b
 
 
+def capacity(level: int) -> int:
+    """Distinct problems a level has (a - b keeps a >= b, so only the pairs on or below the diagonal)."""
+    op, (lo_a, hi_a), (lo_b, hi_b) = LEVELS[level]
+    if op == "-":
+        n = hi_a - lo_a + 1
+        return n * (n + 1) // 2
+    return (hi_a - lo_a + 1) * (hi_b - lo_b + 1)
+
+
+def split_evenly(total: int, levels: list[int], room: dict[int, int]) -> dict[int, int]:
+    """Share ``total`` problems over the levels as evenly as each level's remaining ``room`` allows."""
+    counts = {level: 0 for level in levels}
+    remaining = total
+    while remaining > 0:
+        open_levels = [lv for lv in levels if counts[lv] < room[lv]]
+        if not open_levels:
+            raise ValueError(f"levels {levels} hold only {sum(room.values())} distinct problems; asked for {total}")
+        share, extra = divmod(remaining, len(open_levels))
+        for i, level in enumerate(open_levels):
+            give = min(share + (i < extra), room[level] - counts[level])
+            counts[level] += give
+            remaining -= give
+    return counts
+
+
 def draw_problems(level: int, count: int, rng: np.random.Generator, taken: set) -> list[tuple[int, int, int]]:
     op, (lo_a, hi_a), (lo_b, hi_b) = LEVELS[level]
-    capacity = (hi_a - lo_a + 1) * (hi_b - lo_b + 1)
-    if count + sum(1 for t in taken if t[0] == level) > capacity:
-        raise ValueError(f"level {level} has only {capacity} distinct problems; asked for {count} more")
+    if count + sum(1 for t in taken if t[0] == level) > capacity(level):
+        raise ValueError(f"level {level} has only {capacity(level)} distinct problems; asked for {count} more")
     out = []
     while len(out) < count:
         a, b = int(rng.integers(lo_a, hi_a + 1)), int(rng.integers(lo_b, hi_b + 1))
@@ -69,14 +95,18 @@ def to_rows(problems, first_id: int, split: str) -> list[dict]:
 
 
 def build(levels: list[int], n_train: int, n_test: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Test problems first (an even share per level), then train from what is left; no problem in both.
+
+    Small levels (one-digit addition has 100 problems) give what they have and the rest goes to the others.
+    """
     rng = np.random.default_rng(seed)
     taken: set = set()
+    test_counts = split_evenly(n_test, levels, {lv: capacity(lv) for lv in levels})
+    train_counts = split_evenly(n_train, levels, {lv: capacity(lv) - test_counts[lv] for lv in levels})
     train, test = [], []
-    for i, level in enumerate(levels):
-        per_train = n_train // len(levels) + (i < n_train % len(levels))
-        per_test = n_test // len(levels) + (i < n_test % len(levels))
-        test += draw_problems(level, per_test, rng, taken)
-        train += draw_problems(level, per_train, rng, taken)
+    for level in levels:
+        test += draw_problems(level, test_counts[level], rng, taken)
+        train += draw_problems(level, train_counts[level], rng, taken)
     order = rng.permutation(len(train))
     train = [train[i] for i in order]
     return pd.DataFrame(to_rows(train, 0, "train")), pd.DataFrame(to_rows(test, TEST_ID_OFFSET, "test"))

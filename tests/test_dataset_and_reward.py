@@ -116,4 +116,25 @@ def test_arithmetic_data_script_refuses_more_problems_than_a_level_has(tmp_path)
         text=True,
         timeout=120,
     )
-    assert out.returncode != 0 and "level 1 has only 100 distinct problems" in out.stderr
+    assert out.returncode != 0 and "levels [1] hold only 90 distinct problems; asked for 200" in out.stderr
+
+
+def test_arithmetic_levels_share_evenly_where_they_can(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "data/process_arithmetic.py", "--out_dir", str(tmp_path), "--train", "3000", "--test", "200"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    train, test = pd.read_parquet(tmp_path / "train.parquet"), pd.read_parquet(tmp_path / "test.parquet")
+    assert test.data_source.value_counts().to_dict() == {f"arith_l{i}": 40 for i in range(1, 6)}
+    # one-digit addition has 100 problems and 2-digit x 1-digit 720: they give what they have left
+    assert train.data_source.value_counts().to_dict() == {
+        "arith_l1": 60,
+        "arith_l2": 754,
+        "arith_l3": 753,
+        "arith_l4": 680,
+        "arith_l5": 753,
+    }

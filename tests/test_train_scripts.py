@@ -92,3 +92,26 @@ def test_cluster_launcher_rejects_unknown_roles_and_needs_a_head_address():
     env = {k: v for k, v in os.environ.items() if k != "HEAD_ADDR"}
     worker = subprocess.run(["bash", launcher, "worker"], capture_output=True, text=True, env=env)
     assert worker.returncode != 0 and "HEAD_ADDR" in worker.stderr
+
+
+@pytest.mark.parametrize(
+    "script, method, group",
+    [
+        ("smoke_1gpu.sh", "pilot_commit", 8),
+        ("arith_grpo_1gpu.sh", "grpo", 16),
+        ("arith_dapo_1gpu.sh", "dapo", 16),
+        ("arith_pc_1gpu.sh", "pilot_commit", 16),
+    ],
+)
+def test_one_gpu_script_composes_and_validates(script, method, group):
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    cfg = OmegaConf.create(compose(script, {"MODEL_PATH": "/models/smol", "RAY_TMP": "/tmp/ray_x"}))
+    OmegaConf.resolve(cfg)
+    settings = PCSettings.from_config(cfg)
+    assert (settings.method, settings.group_size) == (method, group)
+    settings.check_parallel_sizes(1, cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
+    validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    assert cfg.ray_kwargs.ray_init._temp_dir == "/tmp/ray_x"
+    assert cfg.data.val_files == "/data/pc/test.parquet"

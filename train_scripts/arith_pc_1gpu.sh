@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Arithmetic comparison on ONE GPU (docs/results): Pilot-Commit: pilot 96 prompts x 4, commit 32 x 12 (the paper's 1:3 split; groups of 16).
+#   MODEL_PATH=... DATA_DIR=... bash train_scripts/arith_pc_1gpu.sh [overrides]
+# DATA_DIR from: python data/process_arithmetic.py --out_dir DIR --train 3000 --test 200
+set -euo pipefail
+source "$(dirname "$0")/common_1gpu.sh"
+launch_1gpu arith_pc "${ARITH_SETTINGS[@]}" \
+  algorithm.rollout_allocation=pilot_commit \
+  data.gen_batch_size=96 \
+  algorithm.exploration.n=4 \
+  actor_rollout_ref.rollout.n=12 \
+  algorithm.mini_batch_unit=group \
+  trainer.total_training_steps="${STEPS:-40}" \
+  "$@"
