@@ -2,6 +2,11 @@ import os
 import sys
 
 import pytest
+from hypothesis import settings
+
+# Property tests must not fail on a slow or loaded CI machine: no per-example deadline.
+settings.register_profile("pilot-commit", deadline=None)
+settings.load_profile("pilot-commit")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
