@@ -221,6 +221,8 @@ class RayPCTrainer(RayPPOTrainer):
         needed = self.pc.train_batch_size - tally.committed_prompts
         draws = self.buffer.sample(commit_size(needed, len(self.buffer)), self.pc.n_pilot_effective)
         commit_prompts, reused = self._take_from_buffer(draws)
+        # Marked before this round's pilot is absorbed: a prompt committed now is not queued again this step.
+        tally.committed_ids.update(d.entry.prompt_id for d in draws)
 
         requests = [(prompts, self.pc.n_pilot)]
         if commit_prompts is not None:
@@ -240,7 +242,6 @@ class RayPCTrainer(RayPPOTrainer):
         self._tag_rollouts(commit_rows, is_pilot=False)
         tally.commit_rollouts += len(commit_rows)
         tally.committed_prompts += len(draws)
-        tally.committed_ids.update(d.entry.prompt_id for d in draws)
         tally.commit_ages.append(np.array([self.global_steps - d.entry.inserted_step for d in draws]))
         return self._concat_rows([reused, commit_rows], what="reused pilot rollouts and commit rollouts")
 
