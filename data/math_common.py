@@ -250,3 +250,8 @@ def write_parquet(records: list[dict], path: str) -> int:
     pq.write_table(pa.Table.from_pylist(records), path)
     logger.info("wrote %d rows to %s", len(records), path)
     return len(records)
+
+
+def write_split(records: list[dict], path: str, split: str, dropped: dict[str, int]) -> ProcessResult:
+    """Write a processor's one output file and describe it as a ProcessResult."""
+    return ProcessResult(outputs={split: path}, rows={split: write_parquet(records, path)}, dropped=dropped)

@@ -32,7 +32,7 @@ from math_common import (
     log_drops,
     make_record,
     setup_logging,
-    write_parquet,
+    write_split,
 )
 
 logger = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def process_dapo(out_dir: str, local_path: str | None = None) -> ProcessResult:
     logger.info("DAPO-Math-17k: %d unique problems from %d rows", len(kept), len(rows))
     records = [make_record(DATA_SOURCE, ABILITY, p, index, "train") for index, p in enumerate(kept)]
     path = os.path.join(out_dir, OUTPUT_NAME)
-    return ProcessResult(outputs={"train": path}, rows={"train": write_parquet(records, path)}, dropped=dropped)
+    return write_split(records, path, "train", dropped)
 
 
 def main() -> None:

@@ -39,7 +39,7 @@ from math_common import (
     load_rows,
     make_record,
     setup_logging,
-    write_parquet,
+    write_split,
 )
 
 ABILITY = "MATH"
@@ -110,7 +110,7 @@ def process_eval_set(
         for index, problem in enumerate(kept)
     ]
     path = os.path.join(out_dir, spec.file_name)
-    return ProcessResult(outputs={"test": path}, rows={"test": write_parquet(records, path)}, dropped=dropped)
+    return write_split(records, path, "test", dropped)
 
 
 AIME_2024 = EvalSet("aime_2024", "zwhe99/aime90", None, "2024", "problem", "expected_answer", "id", 32)

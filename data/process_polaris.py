@@ -24,7 +24,7 @@ from math_common import (
     load_rows,
     make_record,
     setup_logging,
-    write_parquet,
+    write_split,
 )
 
 HUB_ID = "POLARIS-Project/Polaris-Dataset-53K"
@@ -41,7 +41,7 @@ def process_polaris(out_dir: str, local_path: str | None = None) -> ProcessResul
     kept, dropped = clean_problems(problems, "Polaris-53K")
     records = [make_record(DATA_SOURCE, ABILITY, p, index, "train") for index, p in enumerate(kept)]
     path = os.path.join(out_dir, "train.parquet")
-    return ProcessResult(outputs={"train": path}, rows={"train": write_parquet(records, path)}, dropped=dropped)
+    return write_split(records, path, "train", dropped)
 
 
 def main() -> None:

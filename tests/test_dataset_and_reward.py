@@ -60,28 +60,15 @@ def test_last_integer_reward_rejects_non_integer_truth():
     assert last_integer("x" * 100000 + "42") == 42
 
 
+def run_arithmetic(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "data/process_arithmetic.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+
+
 def test_arithmetic_data_script(tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            "data/process_arithmetic.py",
-            "--out_dir",
-            str(tmp_path),
-            "--levels",
-            "1",
-            "2",
-            "5",
-            "--train",
-            "120",
-            "--test",
-            "30",
-            "--seed",
-            "3",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    out = run_arithmetic(
+        "--out_dir", str(tmp_path), "--levels", "1", "2", "5", "--train", "120", "--test", "30", "--seed", "3"
     )
     assert out.returncode == 0, out.stderr
     train, test = pd.read_parquet(tmp_path / "train.parquet"), pd.read_parquet(tmp_path / "test.parquet")
@@ -98,35 +85,12 @@ def test_arithmetic_data_script(tmp_path):
 
 
 def test_arithmetic_data_script_refuses_more_problems_than_a_level_has(tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            "data/process_arithmetic.py",
-            "--out_dir",
-            str(tmp_path),
-            "--levels",
-            "1",
-            "--train",
-            "200",
-            "--test",
-            "10",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = run_arithmetic("--out_dir", str(tmp_path), "--levels", "1", "--train", "200", "--test", "10")
     assert out.returncode != 0 and "levels [1] hold only 90 distinct problems; asked for 200" in out.stderr
 
 
 def test_arithmetic_levels_share_evenly_where_they_can(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "data/process_arithmetic.py", "--out_dir", str(tmp_path), "--train", "3000", "--test", "200"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = run_arithmetic("--out_dir", str(tmp_path), "--train", "3000", "--test", "200")
     assert out.returncode == 0, out.stderr
     train, test = pd.read_parquet(tmp_path / "train.parquet"), pd.read_parquet(tmp_path / "test.parquet")
     assert test.data_source.value_counts().to_dict() == {f"arith_l{i}": 40 for i in range(1, 6)}

@@ -100,6 +100,11 @@ def classify_by_spread(prompt_ids: np.ndarray, metric_values: np.ndarray) -> Pil
     )
 
 
+def group_rows(first_rows: np.ndarray, group_size: int) -> np.ndarray:
+    """Row indices of interleaved groups (each ``group_size`` consecutive rows) given their first rows."""
+    return (np.asarray(first_rows, dtype=np.int64)[:, None] + np.arange(group_size)).ravel()
+
+
 def commit_size(needed: int, available: int) -> int:
     """Prompts to commit this round: as many as the batch still needs, at most what is buffered."""
     return max(0, min(int(needed), int(available)))

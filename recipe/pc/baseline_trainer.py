@@ -14,19 +14,14 @@ import numpy as np
 from verl import DataProto
 from verl.utils.debug import marked_timer
 
-from recipe.pc.allocation import PilotVerdict, classify_by_spread
+from recipe.pc.allocation import PilotVerdict, classify_by_spread, group_rows
 from recipe.pc.metrics import StepTally
 from recipe.pc.pc_ray_trainer import RayPCTrainer
 
 
 class RayBaselineTrainer(RayPCTrainer):
     def _run_round(self, batch_dict: dict, tally: StepTally, parts: list, timing_raw: dict) -> DataProto | None:
-        self.gen_round += 1
-        tally.rounds += 1
-        self.total_sampling_rounds += 1
-        prompts = self._new_pilot_prompts(batch_dict)
-        self.total_consumed_prompts += len(prompts)
-
+        prompts = self._start_round(batch_dict, tally)
         with marked_timer("gen", timing_raw, color="red"):
             (rows,) = self._generate([(prompts, self.pc.n_commit)], tally, timing_raw)
         self._tag_rollouts(rows, is_pilot=False)
@@ -43,10 +38,7 @@ class RayBaselineTrainer(RayPCTrainer):
             return None
         tally.committed_prompts += int(kept.size)
         tally.committed_ids.update(verdict.stats.prompt_ids[kept].tolist())
-        # Rows are interleaved: prompt j owns rows [j*n, (j+1)*n).
-        first_rows = verdict.stats.first_row[kept]
-        row_index = (first_rows[:, None] + np.arange(self.pc.n_commit)).ravel()
-        return rows.select_idxs(row_index)
+        return rows.select_idxs(group_rows(verdict.stats.first_row[kept], self.pc.n_commit))
 
     def _verdict(self, prompt_ids: np.ndarray, values: np.ndarray) -> PilotVerdict:
         if self.pc.method == "dapo":

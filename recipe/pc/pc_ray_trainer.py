@@ -39,7 +39,7 @@ from verl.utils.metric import reduce_metrics
 from verl.utils.skip.skip_manager import SkipManager
 from verl.utils.tracking import Tracking
 
-from recipe.pc.allocation import classify_pilot, commit_size, generation_divisor, group_stats
+from recipe.pc.allocation import classify_pilot, commit_size, generation_divisor, group_rows, group_stats
 from recipe.pc.metrics import StepTally, step_metrics
 from recipe.pc.replay_buffer import Draw, PilotReplayBuffer
 from recipe.pc.settings import PCConfigError, PCSettings
@@ -212,12 +212,7 @@ class RayPCTrainer(RayPPOTrainer):
 
         Returns the round's training contribution (reused pilots + commits), or None.
         """
-        self.gen_round += 1
-        tally.rounds += 1
-        self.total_sampling_rounds += 1
-        prompts = self._new_pilot_prompts(batch_dict)
-        self.total_consumed_prompts += len(prompts)
-
+        prompts = self._start_round(batch_dict, tally)
         needed = self.pc.train_batch_size - tally.committed_prompts
         draws = self.buffer.sample(commit_size(needed, len(self.buffer)), self.pc.n_pilot_effective)
         commit_prompts, reused = self._take_from_buffer(draws)
@@ -244,6 +239,15 @@ class RayPCTrainer(RayPPOTrainer):
         tally.committed_prompts += len(draws)
         tally.commit_ages.append(np.array([self.global_steps - d.entry.inserted_step for d in draws]))
         return self._concat_rows([reused, commit_rows], what="reused pilot rollouts and commit rollouts")
+
+    def _start_round(self, batch_dict: dict, tally: StepTally) -> DataProto:
+        """Count a new round and turn its dataloader batch into prompts with ids and uids."""
+        self.gen_round += 1
+        tally.rounds += 1
+        self.total_sampling_rounds += 1
+        prompts = self._new_pilot_prompts(batch_dict)
+        self.total_consumed_prompts += len(prompts)
+        return prompts
 
     def _new_pilot_prompts(self, batch_dict: dict) -> DataProto:
         prompts = DataProto.from_single_dict(batch_dict)
@@ -377,8 +381,9 @@ class RayPCTrainer(RayPPOTrainer):
         if passing.size == 0:
             return
         # Rows are interleaved, so prompt j owns rows [j*n, (j+1)*n) of the pilot and row j of prompts.
-        prompt_pos = verdict.stats.first_row[passing] // self.pc.n_pilot
-        rows = (prompt_pos[:, None] * self.pc.n_pilot + np.arange(self.pc.n_pilot)).ravel()
+        first_rows = verdict.stats.first_row[passing]
+        prompt_pos = first_rows // self.pc.n_pilot
+        rows = group_rows(first_rows, self.pc.n_pilot)
         kept_prompts = prompts.select_idxs(prompt_pos)
         kept_prompts.meta_info = {}
         pilot_round = PilotRound(prompts=kept_prompts, rollouts=pilot_rows.select_idxs(rows), n_pilot=self.pc.n_pilot)
