@@ -1,10 +1,17 @@
 """Procedural arithmetic prompts as verl-format parquet (no download needed).
 
-Five difficulty levels, each its own ``data_source`` (``arith_l1`` ... ``arith_l5``) so validation
+Nine difficulty levels, each its own ``data_source`` (``arith_l1`` ... ``arith_l9``) so validation
 is logged per level:
 
   1: a + b, one digit          2: a + b, two digits        3: a - b, two digits (a >= b)
   4: a * b, two digits x one   5: a * b, three digits x three
+  6: a + b, three digits       7: a - b, three digits      8: a * b, three digits x one
+  9: a * b, two digits x two
+
+The default mix (levels 1-5) is bimodal once the answer format is learned: levels 1-2 are solved and
+level 5 never is. ``--mix spread`` (levels 2, 3, 4, 6, 7, 8, 9) keeps only operations that a small
+model solves some of the time, so per-prompt pass rates spread over (0, 1) during training; see
+docs/results/regimes/ for how it was calibrated.
 
     python data/process_arithmetic.py --out_dir $DATA_DIR/arithmetic --levels 1 2 --train 160 --test 32
 
@@ -28,7 +35,12 @@ LEVELS = {
     3: ("-", (10, 99), (10, 99)),
     4: ("*", (10, 99), (2, 9)),
     5: ("*", (100, 999), (100, 999)),
+    6: ("+", (100, 999), (100, 999)),
+    7: ("-", (100, 999), (100, 999)),
+    8: ("*", (100, 999), (2, 9)),
+    9: ("*", (10, 99), (10, 99)),
 }
+MIXES = {"default": [1, 2, 3, 4, 5], "spread": [2, 3, 4, 6, 7, 8, 9]}
 TEST_ID_OFFSET = 1_000_000
 
 
@@ -115,11 +127,15 @@ def build(levels: list[int], n_train: int, n_test: int, seed: int) -> tuple[pd.D
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out_dir", required=True)
-    ap.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3, 4, 5], choices=sorted(LEVELS))
+    ap.add_argument("--levels", type=int, nargs="+", choices=sorted(LEVELS), help="levels to draw from (overrides --mix)")
+    ap.add_argument("--mix", choices=sorted(MIXES), default="default", help="a named set of levels")
     ap.add_argument("--train", type=int, default=3000, help="train prompts in all")
     ap.add_argument("--test", type=int, default=200, help="test prompts in all")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    if args.train < 1 or args.test < 1:
+        ap.error(f"--train and --test must be at least 1 (got --train {args.train} --test {args.test})")
+    args.levels = args.levels or MIXES[args.mix]
     train, test = build(args.levels, args.train, args.test, args.seed)
     os.makedirs(args.out_dir, exist_ok=True)
     train.to_parquet(os.path.join(args.out_dir, "train.parquet"))

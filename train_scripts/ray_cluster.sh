@@ -3,21 +3,87 @@
 #
 #   on the head node:    bash train_scripts/ray_cluster.sh head [train_script.sh [overrides...]]
 #   on every other node: HEAD_ADDR=<head ip> bash train_scripts/ray_cluster.sh worker
-#   anywhere:            bash train_scripts/ray_cluster.sh stop
+#   on each node:        bash train_scripts/ray_cluster.sh stop     (stops only what this script started there)
 #
 # The head waits until NNODES nodes (default 1) have joined before it starts the script, which then
-# connects to this cluster through RAY_ADDRESS (do not also set ray_kwargs.ray_init.num_cpus).
+# connects to this cluster through RAY_ADDRESS (do not also set ray_kwargs.ray_init.num_cpus), and
+# stops its own node when the script ends (KEEP_CLUSTER=1 keeps it up).
+#
+# Environment: RAY_PORT (GCS port, default 6379); RAY_TMP (this node's Ray temp dir, default
+# /tmp/ray_cluster_<port>; the pid file of the node lives there); NODE_PORT_BASE (the first of the 410
+# ports this node's own processes use, default RAY_PORT + 1; give each node on one host its own range);
+# NGPUS_PER_NODE (default 8); NUM_CPUS (default: Ray's count); NODE_IP (the head's default: 127.0.0.1
+# when NNODES=1, else the host's first address; a worker's default: Ray's choice).
 set -euo pipefail
 RAY_PORT=${RAY_PORT:-6379}
 NGPUS_PER_NODE=${NGPUS_PER_NODE:-8}
 NNODES=${NNODES:-1}
+RAY_TMP=${RAY_TMP:-/tmp/ray_cluster_$RAY_PORT}
+base=${NODE_PORT_BASE:-$((RAY_PORT + 1))}
+pidfile() { echo "$RAY_TMP/ray_cluster_$1.pid"; }
+
 alive_nodes() {
   python3 - <<'PY'
 import ray
 
 ray.init(logging_level="ERROR")
 print(sum(1 for node in ray.nodes() if node["Alive"]))
+ray.shutdown()
 PY
+}
+
+# start_node ROLE ARGS...: `ray start --block` in a session of its own, so that stopping it stops every
+# process it started (raylet, GCS, workers) and no other Ray process on the machine.
+start_node() {
+  local role=$1
+  shift
+  mkdir -p "$RAY_TMP"
+  local pf
+  pf=$(pidfile "$role")
+  if [ -f "$pf" ] && kill -0 "$(cat "$pf")" 2>/dev/null; then
+    echo "a Ray $role started by this script is already running (pid $(cat "$pf"), $pf)" >&2
+    exit 1
+  fi
+  # Fixed, per-node port ranges: two nodes (or two clusters) on one host never collide.
+  local ports=(
+    --node-manager-port=$((base)) --object-manager-port=$((base + 1))
+    --dashboard-agent-listen-port=$((base + 2)) --dashboard-agent-grpc-port=$((base + 3))
+    --metrics-export-port=$((base + 4)) --runtime-env-agent-port=$((base + 5))
+    --min-worker-port=$((base + 10)) --max-worker-port=$((base + 409))
+  )
+  local cpus=()
+  [ -n "${NUM_CPUS:-}" ] && cpus=(--num-cpus="$NUM_CPUS")
+  local ip=()
+  [ -n "${NODE_IP:-}" ] && ip=(--node-ip-address="$NODE_IP")
+  setsid ray start "$@" "${ports[@]}" "${cpus[@]}" "${ip[@]}" --num-gpus="$NGPUS_PER_NODE" \
+    --temp-dir="$RAY_TMP" --disable-usage-stats --block >"$RAY_TMP/ray_cluster_$role.log" 2>&1 &
+  echo $! >"$pf"
+  echo "Ray $role starting (pid $!, log $RAY_TMP/ray_cluster_$role.log)"
+}
+
+stop_nodes() {
+  local stopped=0 pf pid
+  for pf in "$RAY_TMP"/ray_cluster_*.pid; do
+    [ -f "$pf" ] || continue
+    pid=$(cat "$pf")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM -- "-$pid" 2>/dev/null || true
+      for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+      kill -KILL -- "-$pid" 2>/dev/null || true
+      stopped=$((stopped + 1))
+    fi
+    rm -f "$pf"
+  done
+  echo "stopped $stopped Ray node(s) started from $RAY_TMP"
+}
+
+wait_for() {
+  local want=$1 tries=0
+  until [ "$(alive_nodes 2>/dev/null || echo 0)" -ge "$want" ]; do
+    tries=$((tries + 1))
+    if [ $((tries % 6)) = 0 ]; then echo "waiting for $want Ray node(s) to join ..."; fi
+    sleep 5
+  done
 }
 
 role=${1:?usage: ray_cluster.sh head [script [overrides...]] | worker | stop}
@@ -25,22 +91,45 @@ shift || true
 
 case "$role" in
   head)
-    ray start --head --port="$RAY_PORT" --num-gpus="$NGPUS_PER_NODE" --disable-usage-stats
-    export RAY_ADDRESS="127.0.0.1:$RAY_PORT"
-    until [ "$(alive_nodes)" -ge "$NNODES" ]; do
-      echo "waiting for $NNODES nodes to join ..."; sleep 10
-    done
+    if [ -z "${NODE_IP:-}" ]; then
+      if [ "$NNODES" = 1 ]; then NODE_IP=127.0.0.1; else NODE_IP=$(hostname -I | awk '{print $1}'); fi
+    fi
+    start_node head --head --port="$RAY_PORT" --include-dashboard=false --ray-client-server-port=$((base + 6))
+    export RAY_ADDRESS="$NODE_IP:$RAY_PORT"
+    wait_for "$NNODES"
     if [ $# -gt 0 ]; then
-      script=$1; shift
-      NNODES=$NNODES NGPUS_PER_NODE=$NGPUS_PER_NODE bash "$script" "$@"
+      script=$1
+      shift
+      rc=0
+      NNODES=$NNODES NGPUS_PER_NODE=$NGPUS_PER_NODE bash "$script" "$@" || rc=$?
+      [ "${KEEP_CLUSTER:-0}" = 1 ] || stop_nodes
+      exit "$rc"
     fi
     ;;
   worker)
     : "${HEAD_ADDR:?set HEAD_ADDR to the address of the head node}"
-    ray start --address="$HEAD_ADDR:$RAY_PORT" --num-gpus="$NGPUS_PER_NODE" --disable-usage-stats --block
+    # Under a scheduler the workers may start before the head: wait for its GCS port (WAIT_HEAD_S, default 600).
+    python3 - "$HEAD_ADDR" "$RAY_PORT" "${WAIT_HEAD_S:-600}" <<'PY' || { echo "no Ray head at $HEAD_ADDR:$RAY_PORT" >&2; exit 1; }
+import socket, sys, time
+
+host, port, deadline = sys.argv[1], int(sys.argv[2]), time.time() + float(sys.argv[3])
+while True:
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+        break
+    except OSError:
+        if time.time() > deadline:
+            sys.exit(1)
+        time.sleep(2)
+PY
+    start_node worker --address="$HEAD_ADDR:$RAY_PORT"
+    if [ "${DETACH:-0}" != 1 ]; then wait "$(cat "$(pidfile worker)")"; fi
     ;;
   stop)
-    ray stop --force
+    stop_nodes
     ;;
-  *) echo "unknown role $role (head | worker | stop)" >&2; exit 2 ;;
+  *)
+    echo "unknown role $role (head | worker | stop)" >&2
+    exit 2
+    ;;
 esac

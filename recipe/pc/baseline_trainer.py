@@ -23,7 +23,7 @@ class RayBaselineTrainer(RayPCTrainer):
     def _run_round(self, batch_dict: dict, tally: StepTally, parts: list, timing_raw: dict) -> DataProto | None:
         prompts = self._start_round(batch_dict, tally)
         with marked_timer("gen", timing_raw, color="red"):
-            (rows,) = self._generate([(prompts, self.pc.n_commit)], tally, timing_raw)
+            (rows,) = self._generate([(prompts, self.pc.n_commit, "group")], tally, timing_raw)
         self._tag_rollouts(rows, is_pilot=False)
         tally.commit_rollouts += len(rows)
 

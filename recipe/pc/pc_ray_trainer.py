@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import zlib
 from dataclasses import dataclass
 from pprint import pformat
 
@@ -42,6 +43,7 @@ from verl.utils.tracking import Tracking
 from recipe.pc.allocation import classify_pilot, commit_size, generation_divisor, group_rows, group_stats
 from recipe.pc.metrics import StepTally, step_metrics
 from recipe.pc.replay_buffer import Draw, PilotReplayBuffer
+from recipe.pc.rollout_dump import append_records, rollout_records
 from recipe.pc.settings import PCConfigError, PCSettings
 
 logger = logging.getLogger(__name__)
@@ -219,9 +221,9 @@ class RayPCTrainer(RayPPOTrainer):
         # Marked before this round's pilot is absorbed: a prompt committed now is not queued again this step.
         tally.committed_ids.update(d.entry.prompt_id for d in draws)
 
-        requests = [(prompts, self.pc.n_pilot)]
+        requests = [(prompts, self.pc.n_pilot, "pilot")]
         if commit_prompts is not None:
-            requests.append((commit_prompts, self.pc.n_commit))
+            requests.append((commit_prompts, self.pc.n_commit, "commit"))
         with marked_timer("gen", timing_raw, color="red"):
             generated = self._generate(requests, tally, timing_raw)
         pilot_rows = generated[0]
@@ -283,10 +285,15 @@ class RayPCTrainer(RayPPOTrainer):
         reused = self._concat_rows(rollout_parts, what="buffered pilot rollouts")
         return commit_prompts, reused
 
-    def _generate(self, requests: list[tuple[DataProto, int]], tally: StepTally, timing_raw: dict) -> list[DataProto]:
-        """Generate every request (prompts, rollouts per prompt) in ONE call; rows with rewards per request."""
+    def _generate(
+        self, requests: list[tuple[DataProto, int, str]], tally: StepTally, timing_raw: dict
+    ) -> list[DataProto]:
+        """Generate every request (prompts, rollouts per prompt, kind) in ONE call; rows with rewards per request.
+
+        ``kind`` (pilot, commit, group) only labels the rows in the ``trainer.rollout_data_dir`` dump.
+        """
         sides, gen_parts = [], []
-        for prompts, n in requests:
+        for prompts, n, _ in requests:
             side, gen_inputs = self._split_for_generation(prompts)
             sides.append(side.repeat(n, interleave=True))
             gen_parts.append(gen_inputs.repeat(n, interleave=True))
@@ -303,6 +310,7 @@ class RayPCTrainer(RayPPOTrainer):
                 f"generation or reward scoring failed in round {self.gen_round} (step {self.global_steps}) for "
                 f"prompt ids {ids[:20].tolist()}{' ...' if len(ids) > 20 else ''}: {type(err).__name__}: {err}"
             ) from err
+        extra_keys = list(output.meta_info.get("reward_extra_keys", []))
         for key, value in output.meta_info.pop("timing", {}).items():
             timing_raw[key] = timing_raw.get(key, 0.0) + value
         output = unpad_dataproto(output, pad)
@@ -315,6 +323,22 @@ class RayPCTrainer(RayPPOTrainer):
         for side in sides:
             rows.append(self._with_rewards(side, output.slice(start, start + len(side))))
             start += len(side)
+        dump_dir = self.config.trainer.get("rollout_data_dir", None)
+        if dump_dir:
+            with marked_timer("dump_rollout_generations", timing_raw, color="green"):
+                for part, (_, _, kind) in zip(rows, requests, strict=True):
+                    records = rollout_records(
+                        part,
+                        self.tokenizer,
+                        kind=kind,
+                        step=self.global_steps,
+                        round_index=self.gen_round,
+                        extra_keys=extra_keys,
+                    )
+                    # verl's dump thread: written in order, drained at the end of the run.
+                    self._dump_futures.append(
+                        self._dump_executor.submit(append_records, dump_dir, self.global_steps, records)
+                    )
         return rows
 
     def _split_for_generation(self, prompts: DataProto) -> tuple[DataProto, DataProto]:
@@ -617,6 +641,7 @@ class RayPCTrainer(RayPPOTrainer):
         folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
         torch.save(self._pc_state(), os.path.join(folder, PC_STATE_FILE))
         self._last_saved_step = self.global_steps
+        logger.info("saved PC state at step %d: %s", self.global_steps, self._pc_state_summary())
 
     def _load_checkpoint(self):
         super()._load_checkpoint()
@@ -631,6 +656,7 @@ class RayPCTrainer(RayPPOTrainer):
                 "trainer.resume_mode=disable"
             )
         self._load_pc_state(torch.load(state_path, weights_only=False))
+        logger.info("resumed PC state at step %d: %s", self.global_steps, self._pc_state_summary())
         # verl skips the dataloader state when global_steps looks like an epoch end (one batch per step);
         # here a step spans several batches, so the saved position is always the one to resume from.
         data_path = os.path.join(folder, "data.pt")
@@ -655,6 +681,17 @@ class RayPCTrainer(RayPPOTrainer):
             "total_consumed_prompts": self.total_consumed_prompts,
             "total_sampling_rounds": self.total_sampling_rounds,
         }
+
+    def _pc_state_summary(self) -> str:
+        """One line that a save and the resume from it must print identically (checked on the GPU)."""
+        evicted = sorted(getattr(self.train_dataset, "evicted_ids", ()))
+        return (
+            f"buffer_size={len(self.buffer)} epoch={self.epoch} gen_round={self.gen_round} "
+            f"cumulative_rollouts={self.cumulative_rollouts} cumulative_trained={self.cumulative_trained_rollouts} "
+            f"consumed_prompts={self.total_consumed_prompts} evicted={len(evicted)} "
+            f"evicted_crc={zlib.crc32(np.asarray(evicted, dtype=np.int64).tobytes()):08x} "
+            f"evict_next_epoch={len(self.evict_next_epoch)}"
+        )
 
     def _load_pc_state(self, state: dict) -> None:
         self.buffer.load_state_dict(state["buffer"])
