@@ -56,7 +56,10 @@ def test_no_spread_anywhere(rate):
     # A round limit cuts every step there, with nothing trained.
     for result in (predict(p, DAPO(8, 32, 16, max_num_gen_batches=5)), simulate(p, DAPO(8, 32, 16, 5), steps=5)):
         assert (result.rounds_per_step, result.rollouts_per_step, result.trained_groups_per_step) == (5, 5 * 256, 0)
-    for result in (predict(p, PilotCommit(4, 4, 32, 16, max_num_gen_batches=5)), simulate(p, PilotCommit(4, 4, 32, 16, max_num_gen_batches=5), steps=5)):
+    for result in (
+        predict(p, PilotCommit(4, 4, 32, 16, max_num_gen_batches=5)),
+        simulate(p, PilotCommit(4, 4, 32, 16, max_num_gen_batches=5), steps=5),
+    ):
         assert (result.rounds_per_step, result.pilot_rollouts_per_step, result.commit_rollouts_per_step) == (5, 640, 0)
         assert result.trained_groups_per_step == 0 and result.filter_pass_rate == 0
 

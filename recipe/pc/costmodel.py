@@ -28,7 +28,7 @@ import numpy as np
 
 from recipe.pc.allocation import classify_by_spread, classify_pilot, commit_size
 from recipe.pc.replay_buffer import PilotReplayBuffer
-from recipe.pc.settings import PCConfigError, PCSettings
+from recipe.pc.settings import PCSettings
 
 # Expected rounds per step above which a step is reported as never filling (inf).
 _MAX_EXPECTED_ROUNDS = 2000

@@ -63,9 +63,7 @@ def step_files(dump_dir: str, steps: tuple[int | None, int | None]) -> list[tupl
     if not found:
         raise DumpError(f"{dump_dir} holds no <step>.jsonl files; {DUMP_HINT}")
     first, last = steps
-    chosen = sorted(
-        (s, path) for s, path in found if (first is None or s >= first) and (last is None or s <= last)
-    )
+    chosen = sorted((s, path) for s, path in found if (first is None or s >= first) and (last is None or s <= last))
     if not chosen:
         have = sorted(s for s, _ in found)
         raise DumpError(f"no dumped step in the window {first}:{last}; {dump_dir} has steps {have[0]}..{have[-1]}")
@@ -168,7 +166,8 @@ def format_table(predictions: list[Prediction]) -> str:
         lines.append(
             f"| {p.label} | {p.group_size} | {p.rounds_per_step:.2f} | {p.pilot_rollouts_per_step:.0f} "
             f"| {p.commit_rollouts_per_step:.0f} | {p.rollouts_per_step:.0f} | {p.trained_groups_per_step:.1f} "
-            f"| {p.informative_groups_per_step:.1f} | {p.filter_pass_rate:.3f} | {p.rollouts_per_informative_group:.1f} |"
+            f"| {p.informative_groups_per_step:.1f} | {p.filter_pass_rate:.3f} "
+            f"| {p.rollouts_per_informative_group:.1f} |"
         )
     return "\n".join(lines)
 
