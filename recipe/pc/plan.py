@@ -205,7 +205,12 @@ def main(argv: list[str] | None = None) -> int:
         ids, seen, wins = read_pass_counts(files, args.metric)
         rates = pass_rates(seen, wins, prior)
         predictions = [predict(rates, c) for c in configs]
-        simulated = [simulate(rates, c, steps=args.simulate) for c in configs] if args.simulate > 0 else []
+        # A configuration predicted never to fill a step is not simulated (it would only hit the round cap).
+        simulated = [
+            simulate(rates, c, steps=args.simulate)
+            for c, p in zip(configs, predictions, strict=True)
+            if args.simulate > 0 and math.isfinite(p.rounds_per_step)
+        ]
     except ValueError as err:  # DumpError, PCConfigError and bad pass rates all name what to fix
         print(f"error: {err}", file=sys.stderr)
         return 2
