@@ -1,0 +1,414 @@
+"""Rollout cost of GRPO, DAPO and Pilot-Commit predicted from per-prompt pass rates.
+
+``pass_rates`` is a 1-D array with one entry per prompt (or samples from a pass-rate distribution);
+every round draws its prompts uniformly from it and every rollout succeeds with its prompt's rate.
+Two ways to get the numbers, both returning a :class:`Prediction`:
+
+* :func:`predict` — analytic. Pass counts per round are Binomial(G, mean pass probability). GRPO is
+  closed form; DAPO is an exact recursion over rounds; Pilot-Commit is a Markov chain over the
+  buffer size at the start of a step, with the rounds inside a step computed exactly and its
+  stationary distribution averaged over. The one approximation is the staleness flush: surplus
+  entries that outlive a one-round step are thinned by the share a ``random`` prompt sampler would
+  leave older than ``buffer_max_off_steps`` (exact for 0, and it never binds when supply < demand).
+* :func:`simulate` — Monte Carlo that drives the trainer's own policy code (``classify_pilot``,
+  ``classify_by_spread``, ``commit_size``, ``PilotReplayBuffer``) with Bernoulli rollouts and a
+  shuffled dataloader over the prompts, to check the analytic numbers.
+
+Both leave out what a fixed pass-rate table cannot describe: the policy improving, eviction of
+solved prompts, and epoch-end effects. A step cut at ``max_num_gen_batches`` rounds trains on what
+it collected (the trainer does so once it has ``min_train_prompts``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from recipe.pc.allocation import classify_by_spread, classify_pilot, commit_size
+from recipe.pc.replay_buffer import PilotReplayBuffer
+from recipe.pc.settings import PCSettings
+
+# Expected rounds per step above which a step is reported as never filling (inf).
+_MAX_EXPECTED_ROUNDS = 2000
+_TAIL_MASS = 1e-12
+
+
+@dataclass(frozen=True)
+class GRPO:
+    """One round of ``train_batch_size`` prompts x ``n`` rollouts per step, every group trained."""
+
+    n: int
+    train_batch_size: int
+
+    @property
+    def label(self) -> str:
+        return f"GRPO n={self.n}"
+
+
+@dataclass(frozen=True)
+class DAPO:
+    """Rounds of ``gen_batch_size`` prompts x ``n``; groups with spread kept until ``train_batch_size``."""
+
+    n: int
+    gen_batch_size: int
+    train_batch_size: int
+    max_num_gen_batches: int = 0  # <= 0: unlimited
+
+    @property
+    def label(self) -> str:
+        return f"DAPO n={self.n} G={self.gen_batch_size}"
+
+
+@dataclass(frozen=True)
+class PilotCommit:
+    """``n_pilot`` pilots on ``gen_batch_size`` prompts a round, ``n_commit`` more on buffered prompts."""
+
+    n_pilot: int
+    n_commit: int
+    gen_batch_size: int
+    train_batch_size: int
+    p_lower: float = 0.125
+    p_upper: float = 0.25
+    buffer_max_off_steps: int = 4
+    max_num_gen_batches: int = 0  # <= 0: unlimited
+
+    @property
+    def label(self) -> str:
+        return f"PC {self.n_pilot}+{self.n_commit} G={self.gen_batch_size}"
+
+
+Config = GRPO | DAPO | PilotCommit
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Expected per-step costs of one configuration (steady state)."""
+
+    label: str
+    group_size: int  # rollouts in one trained group
+    rounds_per_step: float
+    pilot_rollouts_per_step: float  # PC pilots; 0 for GRPO/DAPO
+    commit_rollouts_per_step: float  # PC commits, or every GRPO/DAPO rollout
+    trained_groups_per_step: float
+    informative_groups_per_step: float  # trained groups whose metric is not constant
+    filter_pass_rate: float  # PC: pilots in the band; DAPO: groups kept; GRPO: groups with spread
+
+    @property
+    def rollouts_per_step(self) -> float:
+        return self.pilot_rollouts_per_step + self.commit_rollouts_per_step
+
+    @property
+    def rollouts_per_informative_group(self) -> float:
+        if self.informative_groups_per_step <= 0:
+            return math.inf
+        return self.rollouts_per_step / self.informative_groups_per_step
+
+
+# ---------------------------------------------------------------------- binomial arithmetic
+def binomial_pmf(n: int, p: np.ndarray | float) -> np.ndarray:
+    """Binomial(n, p) probabilities of k = 0..n, one row per entry of ``p`` (last axis is k)."""
+    p = np.asarray(p, dtype=np.float64)[..., None]
+    k = np.arange(n + 1)
+    log_fact = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n + 1)))])
+    log_comb = log_fact[n] - log_fact - log_fact[::-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_pmf = log_comb + np.where(k > 0, k * np.log(p), 0.0) + np.where(k < n, (n - k) * np.log1p(-p), 0.0)
+    return np.exp(log_pmf)
+
+
+def band_pass_prob(pass_rates, n: int, p_lower: float, p_upper: float) -> np.ndarray:
+    """P(a pilot of ``n`` rollouts passes ``classify_pilot``): mean k/n in [p_lower, 1 - p_upper], 0 < k < n.
+
+    The band edges use the same tolerance as the trainer, and k = 0 or n never passes (no spread).
+    """
+    k = np.arange(n + 1)
+    in_band = (k / n >= p_lower - 1e-9) & (k / n <= 1.0 - p_upper + 1e-9) & (k > 0) & (k < n)
+    return binomial_pmf(n, pass_rates) @ in_band.astype(np.float64)
+
+
+def nonzero_variance_prob(pass_rates, n: int) -> np.ndarray:
+    """P(a group of ``n`` rollouts is not all-correct or all-wrong) = 1 - p^n - (1-p)^n."""
+    p = np.asarray(pass_rates, dtype=np.float64)
+    return 1.0 - p**n - (1.0 - p) ** n
+
+
+def _check(pass_rates, config: Config) -> np.ndarray:
+    p = np.asarray(pass_rates, dtype=np.float64)
+    if p.ndim != 1 or p.size == 0:
+        raise ValueError(f"pass_rates must be a non-empty 1-D array, got shape {p.shape}")
+    bad = np.flatnonzero(~((p >= 0) & (p <= 1)))  # also catches NaN
+    if bad.size:
+        raise ValueError(f"pass_rates[{bad[0]}]={p[bad[0]]} is not a probability in [0, 1] ({bad.size} bad in all)")
+    _settings(config).validate()  # the trainer's own checks, with its key names
+    return p
+
+
+def _settings(config: Config) -> PCSettings:
+    if isinstance(config, GRPO):
+        method, n_pilot, n_commit, gen, rounds = "grpo", 1, config.n, config.train_batch_size, 1
+        band = (0.0, 0.0, 0)
+    elif isinstance(config, DAPO):
+        method, n_pilot, n_commit, gen = "dapo", 1, config.n, config.gen_batch_size
+        rounds, band = config.max_num_gen_batches, (0.0, 0.0, 0)
+    elif isinstance(config, PilotCommit):
+        method, n_pilot, n_commit, gen = "pilot_commit", config.n_pilot, config.n_commit, config.gen_batch_size
+        rounds, band = config.max_num_gen_batches, (config.p_lower, config.p_upper, config.buffer_max_off_steps)
+    else:
+        raise TypeError(f"unknown configuration {config!r}; use GRPO, DAPO or PilotCommit")
+    return PCSettings(
+        method=method,
+        train_batch_size=config.train_batch_size,
+        gen_batch_size=gen,
+        n_pilot=n_pilot,
+        n_pilot_effective=n_pilot,
+        n_commit=n_commit,
+        p_lower=band[0],
+        p_upper=band[1],
+        evict_threshold=None,
+        agg_metric="acc",
+        max_num_gen_batches=rounds,
+        buffer_size=max(config.train_batch_size, 1),
+        buffer_max_off_steps=band[2],
+        prompt_strategy="random",
+        response_strategy="max_variance",
+        seed=0,
+        mini_batch_unit="group",
+        carry_over_epoch=True,
+        min_train_prompts=None,
+        raise_on_unfilled_batch=False,
+    )
+
+
+# ---------------------------------------------------------------------- analytic model
+def predict(pass_rates, config: Config) -> Prediction:
+    """Analytic steady-state prediction for ``config`` on prompts with these pass rates."""
+    p = _check(pass_rates, config)
+    if isinstance(config, GRPO):
+        spread = float(nonzero_variance_prob(p, config.n).mean())
+        B = config.train_batch_size
+        return Prediction(config.label, config.n, 1.0, 0.0, float(B * config.n), float(B), B * spread, spread)
+    if isinstance(config, DAPO):
+        # classify_by_spread keeps single-rollout groups.
+        keep = 1.0 if config.n == 1 else float(nonzero_variance_prob(p, config.n).mean())
+        pmf = binomial_pmf(config.gen_batch_size, keep)
+        rounds, shortfall, _ = _fill(pmf, np.array([config.train_batch_size]), config.max_num_gen_batches)
+        trained = config.train_batch_size - shortfall[0]
+        informative = 0.0 if config.n == 1 else trained
+        rollouts = rounds[0] * config.gen_batch_size * config.n
+        return Prediction(config.label, config.n, rounds[0], 0.0, rollouts, trained, informative, keep)
+    return _predict_pc(p, config)
+
+
+def _fill(pmf: np.ndarray, needs: np.ndarray, max_rounds: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rounds until the passes of successive rounds (each ~ ``pmf``) cover ``need``, for each start need.
+
+    Returns, per start need: expected rounds, expected shortfall when cut at ``max_rounds`` (<= 0:
+    never cut), and the distribution of the surplus (passes beyond need in the last round; 0 if cut).
+    """
+    size = len(pmf) - 1
+    top = int(needs.max())
+    mean = float(pmf @ np.arange(size + 1))
+    if max_rounds <= 0 and (mean == 0.0 or top / mean > _MAX_EXPECTED_ROUNDS):
+        inf = np.full(len(needs), np.inf)
+        return inf, np.zeros(len(needs)), np.zeros((len(needs), size + 1))
+    padded = np.concatenate([pmf, np.zeros(top + 1)])
+    need = np.arange(top + 1)
+    surplus_kernel = padded[need[:, None] + np.arange(size + 1)[None, :]]  # [need, y] = P(passes = need + y)
+    gap = need[:, None] - need[None, :]  # [need, need'] = passes that leave need' still open
+    carry_kernel = np.where((gap >= 0) & (need[None, :] > 0), padded[np.clip(gap, 0, size + top)], 0.0)
+    open_mass = np.zeros((len(needs), top + 1))
+    open_mass[np.arange(len(needs)), needs] = 1.0
+    rounds = np.zeros(len(needs))
+    surplus = np.zeros((len(needs), size + 1))
+    r = 0
+    while True:
+        r += 1
+        done = open_mass @ surplus_kernel
+        surplus += done
+        rounds += r * done.sum(axis=1)
+        open_mass = open_mass @ carry_kernel
+        if (max_rounds > 0 and r >= max_rounds) or open_mass.sum() < _TAIL_MASS:
+            break
+    rounds += r * open_mass.sum(axis=1)
+    surplus[:, 0] += open_mass.sum(axis=1)
+    return rounds, open_mass @ need, surplus
+
+
+def _predict_pc(p: np.ndarray, config: PilotCommit) -> Prediction:
+    B, G, s = config.train_batch_size, config.gen_batch_size, config.buffer_max_off_steps
+    band = float(band_pass_prob(p, config.n_pilot, config.p_lower, config.p_upper).mean())
+    pmf = binomial_pmf(G, band)
+    group = config.n_pilot + config.n_commit
+    M = config.max_num_gen_batches
+    # Chain state b = buffer size at the start of a step. b < B: round 1 commits all b, and each later
+    # round commits what the previous round's pilots put in; so rounds = 1 + rounds of passes to
+    # cover B - b (the round limit leaves M - 1 of them), and the leftover is surplus + the last pilots.
+    starts = B - np.arange(B)
+    fill_rounds, shortfall, surplus = _fill(pmf, starts, M - 1 if M > 0 else 0)
+    if not np.isfinite(fill_rounds).all():
+        return Prediction(config.label, group, math.inf, math.inf, 0.0, 0.0, 0.0, band)
+    cap = B + (s + 2) * G
+    T = np.zeros((cap + 1, cap + 1))
+    for b in range(B):
+        _add_row(T, b, _convolve(surplus[b], pmf))
+    rounds = np.concatenate([1.0 + fill_rounds, np.ones(cap + 1 - B)])
+    trained = np.concatenate([B - shortfall, np.full(cap + 1 - B, float(B))])
+    for b in range(B, cap + 1):
+        # One round; the b - B uncommitted older entries are thinned by the share a random sampler
+        # leaves past the staleness bound: with per-step survival q, ages in the buffer go as q^(age-1).
+        q = 1.0 - B / b if b else 0.0
+        flushed = q**s / sum(q**j for j in range(s + 1))
+        _add_row(T, b, _convolve(binomial_pmf(b - B, 1.0 - flushed), pmf))
+    pi = _stationary(T)
+    rounds_per_step = float(pi @ rounds)
+    trained_per_step = float(pi @ trained)
+    return Prediction(
+        config.label,
+        group,
+        rounds_per_step,
+        rounds_per_step * G * config.n_pilot,
+        trained_per_step * config.n_commit,
+        trained_per_step,
+        trained_per_step,  # the pilot half already has spread
+        band,
+    )
+
+
+def _add_row(T: np.ndarray, b: int, dist: np.ndarray) -> None:
+    """Put ``dist`` (over next buffer sizes 0..) in row ``b``, folding mass past the cap into the cap."""
+    cap = T.shape[0] - 1
+    head = dist[: cap + 1]
+    T[b, : len(head)] = head
+    T[b, cap] += dist[cap + 1 :].sum()
+
+
+def _convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Distribution of the sum of two independent counts, skipping the negligible tails of each."""
+    lo_a, lo_b = _support(a), _support(b)
+    out = np.zeros(len(a) + len(b) - 1)
+    part = np.convolve(a[lo_a[0] : lo_a[1]], b[lo_b[0] : lo_b[1]])
+    out[lo_a[0] + lo_b[0] : lo_a[0] + lo_b[0] + len(part)] = part
+    return out
+
+
+def _support(dist: np.ndarray, eps: float = 1e-16) -> tuple[int, int]:
+    idx = np.flatnonzero(dist > eps)
+    return (0, 1) if idx.size == 0 else (int(idx[0]), int(idx[-1]) + 1)
+
+
+def _stationary(T: np.ndarray, tol: float = 1e-12, max_iter: int = 20000) -> np.ndarray:
+    pi = np.zeros(T.shape[0])
+    pi[0] = 1.0  # the first step starts with an empty buffer
+    for _ in range(max_iter):
+        nxt = pi @ T
+        nxt /= nxt.sum()
+        if np.abs(nxt - pi).sum() < tol:
+            return nxt
+        pi = nxt
+    return pi
+
+
+# ---------------------------------------------------------------------- Monte-Carlo simulator
+class _Loader:
+    """Shuffled epochs over the prompts in batches of ``size``, the last partial batch dropped."""
+
+    def __init__(self, num_prompts: int, size: int, rng: np.random.Generator):
+        if num_prompts < size:
+            raise ValueError(f"{num_prompts} prompts are fewer than one generation batch of {size}")
+        self.num_prompts, self.size, self.rng = num_prompts, size, rng
+        self._order, self._pos = np.empty(0, dtype=np.int64), 0
+
+    def next(self) -> np.ndarray:
+        if self._pos + self.size > len(self._order):
+            self._order, self._pos = self.rng.permutation(self.num_prompts), 0
+        batch = self._order[self._pos : self._pos + self.size]
+        self._pos += self.size
+        return batch
+
+
+def simulate(pass_rates, config: Config, steps: int = 400, warmup: int = 20, seed: int = 0) -> Prediction:
+    """Mean per-step costs over ``steps`` simulated steps after ``warmup``, driving the trainer's policy code.
+
+    A step that has not filled after 10000 rounds (with no round limit) raises: the data cannot fill it.
+    """
+    p = _check(pass_rates, config)
+    if steps < 1 or warmup < 0:
+        raise ValueError(f"steps={steps} must be >= 1 and warmup={warmup} >= 0")
+    rng = np.random.default_rng(seed)
+    settings = _settings(config)
+    loader = _Loader(len(p), settings.gen_batch_size, rng)
+    buffer = PilotReplayBuffer(10**9, "random", "max_variance", rng)
+    totals = np.zeros(5)  # rounds, pilot rollouts, commit rollouts, trained groups, informative groups
+    for step in range(1, warmup + steps + 1):
+        if isinstance(config, PilotCommit):
+            result = _pc_step(p, config, settings, loader, buffer, step, rng)
+        else:
+            result = _baseline_step(p, settings, loader, rng)
+        if step > warmup:
+            totals += result
+    r, pilot, commit, trained, informative = totals / steps
+    if isinstance(config, PilotCommit):
+        rate = float(band_pass_prob(p, config.n_pilot, config.p_lower, config.p_upper).mean())
+    elif isinstance(config, DAPO) and config.n == 1:
+        rate = 1.0
+    else:
+        rate = float(nonzero_variance_prob(p, config.n).mean())
+    return Prediction(config.label, settings.group_size, r, pilot, commit, trained, informative, rate)
+
+
+def _round_limit_hit(settings: PCSettings, rounds: int) -> bool:
+    if settings.max_num_gen_batches > 0:
+        return rounds >= settings.max_num_gen_batches
+    if rounds >= 10000:
+        raise RuntimeError(f"{settings.method}: a step did not fill in {rounds} rounds; the data cannot fill it")
+    return False
+
+
+def _pc_step(p, config: PilotCommit, settings: PCSettings, loader, buffer, step, rng) -> np.ndarray:
+    n_p, n_c, B = config.n_pilot, config.n_commit, config.train_batch_size
+    rounds = committed = informative = 0
+    committed_ids: set[int] = set()
+    while True:  # the loop of RayPCTrainer._run_round / _absorb_pilot / _batch_ready
+        ids = loader.next()
+        rounds += 1
+        draws = buffer.sample(commit_size(B - committed, len(buffer)), n_p)
+        committed_ids.update(d.entry.prompt_id for d in draws)
+        pilots = (rng.random((len(ids), n_p)) < p[ids, None]).astype(np.float64)
+        verdict = classify_pilot(np.repeat(ids, n_p), pilots.ravel(), config.p_lower, config.p_upper, None)
+        fresh = ~np.isin(verdict.stats.prompt_ids, list(committed_ids))
+        for j in np.flatnonzero(verdict.passed & fresh):
+            pid = int(verdict.stats.prompt_ids[j])
+            buffer.add(pid, None, pilots[verdict.stats.first_row[j] // n_p], step)
+        for draw in draws:
+            commits = (rng.random(n_c) < p[draw.entry.prompt_id]).astype(np.float64)
+            group = np.concatenate([draw.entry.metric_values[draw.response_index], commits])
+            informative += bool(group.std() > 0)
+        committed += len(draws)
+        if committed >= B or _round_limit_hit(settings, rounds):
+            break
+    buffer.flush_stale(step, config.buffer_max_off_steps)
+    return np.array([rounds, rounds * len(ids) * n_p, committed * n_c, committed, informative], dtype=np.float64)
+
+
+def _baseline_step(p, settings: PCSettings, loader, rng) -> np.ndarray:
+    n, B = settings.n_commit, settings.train_batch_size
+    rounds = committed = informative = generated = 0
+    committed_ids: set[int] = set()
+    while True:  # the loop of RayBaselineTrainer._run_round / _batch_ready
+        ids = loader.next()
+        rounds += 1
+        values = (rng.random((len(ids), n)) < p[ids, None]).astype(np.float64).ravel()
+        generated += values.size
+        row_ids = np.repeat(ids, n)
+        verdict = classify_by_spread(row_ids, values)
+        passed = verdict.passed if settings.method == "dapo" else np.ones_like(verdict.passed)
+        fresh = ~np.isin(verdict.stats.prompt_ids, list(committed_ids))
+        kept = np.flatnonzero(passed & fresh)[: B - committed]
+        committed += kept.size
+        committed_ids.update(verdict.stats.prompt_ids[kept].tolist())
+        informative += int((verdict.stats.std[kept] > 0).sum())
+        if committed >= B or _round_limit_hit(settings, rounds):
+            break
+    return np.array([rounds, 0, generated, committed, informative], dtype=np.float64)

@@ -1,0 +1,140 @@
+"""The cost model: binomial arithmetic, exact degenerate cases, analytic vs the policy-code simulator."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from recipe.pc.allocation import classify_pilot
+from recipe.pc.costmodel import (
+    DAPO,
+    GRPO,
+    PilotCommit,
+    band_pass_prob,
+    binomial_pmf,
+    nonzero_variance_prob,
+    predict,
+    simulate,
+)
+from recipe.pc.settings import PCConfigError
+
+
+def test_binomial_values_by_hand():
+    np.testing.assert_allclose(binomial_pmf(4, 0.25), [81 / 256, 108 / 256, 54 / 256, 12 / 256, 1 / 256])
+    np.testing.assert_allclose(binomial_pmf(3, [0.0, 1.0]), [[1, 0, 0, 0], [0, 0, 0, 1]])
+    # n=4 band [0.125, 0.75]: k = 1, 2, 3 (3/4 sits on the upper edge and passes).
+    assert band_pass_prob([0.5], 4, 0.125, 0.25)[0] == pytest.approx(14 / 16)
+    assert band_pass_prob([0.25], 4, 0.125, 0.25)[0] == pytest.approx((108 + 54 + 12) / 256)
+    # n=8: k = 1 is exactly p_lower and passes; k = 7 > 0.75 does not.
+    assert band_pass_prob([0.5], 8, 0.125, 0.25)[0] == pytest.approx(sum(math.comb(8, k) for k in range(1, 7)) / 256)
+    assert nonzero_variance_prob(0.5, 4) == pytest.approx(14 / 16)
+    assert nonzero_variance_prob(0.2, 3) == pytest.approx(1 - 0.008 - 0.512)
+
+
+@pytest.mark.parametrize("n,p_lower,p_upper", [(4, 0.125, 0.25), (8, 0.25, 0.25), (3, 0.0, 0.0), (5, 0.2, 0.4)])
+def test_band_probability_matches_classify_pilot(n, p_lower, p_upper):
+    """Sum over every outcome vector of P(outcome) x (classify_pilot passes it)."""
+    p = 0.37
+    total = 0.0
+    for outcome in itertools.product([0.0, 1.0], repeat=n):
+        verdict = classify_pilot(np.zeros(n, dtype=int), np.array(outcome), p_lower, p_upper, None)
+        k = int(sum(outcome))
+        total += verdict.passed[0] * p**k * (1 - p) ** (n - k)
+    assert band_pass_prob([p], n, p_lower, p_upper)[0] == pytest.approx(total)
+
+
+@pytest.mark.parametrize("rate", [0.0, 1.0])
+def test_no_spread_anywhere(rate):
+    p = np.full(50, rate)
+    grpo = predict(p, GRPO(8, 16))
+    assert (grpo.rounds_per_step, grpo.rollouts_per_step, grpo.informative_groups_per_step) == (1, 128, 0)
+    assert grpo.rollouts_per_informative_group == math.inf
+    # Unlimited rounds: never fills.
+    assert predict(p, DAPO(8, 32, 16)).rounds_per_step == math.inf
+    assert predict(p, PilotCommit(4, 4, 32, 16)).rounds_per_step == math.inf
+    # A round limit cuts every step there, with nothing trained.
+    for result in (predict(p, DAPO(8, 32, 16, max_num_gen_batches=5)), simulate(p, DAPO(8, 32, 16, 5), steps=5)):
+        assert (result.rounds_per_step, result.rollouts_per_step, result.trained_groups_per_step) == (5, 5 * 256, 0)
+    for result in (
+        predict(p, PilotCommit(4, 4, 32, 16, max_num_gen_batches=5)),
+        simulate(p, PilotCommit(4, 4, 32, 16, max_num_gen_batches=5), steps=5),
+    ):
+        assert (result.rounds_per_step, result.pilot_rollouts_per_step, result.commit_rollouts_per_step) == (5, 640, 0)
+        assert result.trained_groups_per_step == 0 and result.filter_pass_rate == 0
+
+
+def test_half_pass_rate_exact_numbers():
+    p = np.full(40, 0.5)
+    grpo = predict(p, GRPO(4, 8))
+    assert grpo.informative_groups_per_step == pytest.approx(7)  # 8 x 14/16
+    assert grpo.rollouts_per_informative_group == pytest.approx(32 / 7)
+    # DAPO n=2, G=4, B=2: a group is kept w.p. 1/2, E[rounds] = sum_r P(Bin(4r, 1/2) < 2) = 1 + 1/15 + 64/225.
+    dapo = predict(p, DAPO(2, 4, 2))
+    assert dapo.rounds_per_step == pytest.approx(304 / 225)
+    assert dapo.rollouts_per_step == pytest.approx(304 / 225 * 8)
+    # PC 2+6, G=1, B=1: a pilot passes w.p. 1/2 and the buffer holds at most one prompt at a step start
+    # (b' = the last round's pilot). b=1: one round; b=0: 1 + Geometric(1/2) rounds. So E[rounds] = 2.
+    for s in (0, 4):
+        pc = predict(p, PilotCommit(2, 6, 1, 1, buffer_max_off_steps=s))
+        assert pc.rounds_per_step == pytest.approx(2)
+        assert pc.pilot_rollouts_per_step == pytest.approx(4)
+        assert pc.commit_rollouts_per_step == pytest.approx(6)
+    sim = simulate(p, PilotCommit(2, 6, 1, 1), steps=4000, seed=3)
+    assert sim.rounds_per_step == pytest.approx(2, rel=0.05)
+
+
+DISTRIBUTIONS = {
+    "hard": lambda rng: rng.beta(0.3, 3.0, size=3000),
+    "u-shaped": lambda rng: rng.beta(0.2, 0.6, size=3000),
+    "half-unsolvable": lambda rng: np.concatenate([np.zeros(1500), rng.uniform(0, 1, 1500)]),
+}
+CONFIGS = [
+    DAPO(8, 64, 32),
+    DAPO(8, 64, 32, max_num_gen_batches=2),
+    PilotCommit(4, 12, 96, 32),
+    PilotCommit(4, 12, 96, 32, buffer_max_off_steps=0),
+    PilotCommit(2, 14, 96, 32, buffer_max_off_steps=1),
+    PilotCommit(4, 12, 64, 32, buffer_max_off_steps=0, max_num_gen_batches=3),
+]
+
+
+@pytest.mark.parametrize("dist", sorted(DISTRIBUTIONS))
+def test_analytic_agrees_with_simulator(dist):
+    p = DISTRIBUTIONS[dist](np.random.default_rng(11))
+    for config in CONFIGS:
+        exact, sim = predict(p, config), simulate(p, config, steps=300, seed=5)
+        for field in ("rounds_per_step", "rollouts_per_step", "trained_groups_per_step"):
+            assert getattr(exact, field) == pytest.approx(getattr(sim, field), rel=0.03), (config.label, field)
+        assert exact.filter_pass_rate == sim.filter_pass_rate
+
+
+def test_pc_carry_over_beats_memoryless_rounds():
+    """With supply just under demand the buffer carry-over matters: more staleness, fewer rounds."""
+    p = DISTRIBUTIONS["hard"](np.random.default_rng(11))
+    fresh_only = predict(p, PilotCommit(4, 12, 96, 32, buffer_max_off_steps=0)).rounds_per_step
+    carried = predict(p, PilotCommit(4, 12, 96, 32, buffer_max_off_steps=4)).rounds_per_step
+    assert 1.0 < carried < fresh_only - 0.1
+
+
+@pytest.mark.parametrize(
+    "rates,config,key",
+    [
+        ([0.5], PilotCommit(0, 12, 96, 32), "algorithm.exploration.n"),
+        ([0.5], PilotCommit(4, 12, 96, 32, p_lower=0.6, p_upper=0.5), "diversity_threshold_lower"),
+        ([0.5], PilotCommit(4, 12, 96, 32, buffer_max_off_steps=-1), "buffer_max_off_steps"),
+        ([0.5], GRPO(0, 32), "actor_rollout_ref.rollout.n"),
+        ([0.5], DAPO(8, 8, 32, max_num_gen_batches=2), "max_num_gen_batches"),
+        ([0.5], DAPO(8, 0, 32), "data.gen_batch_size"),
+        ([0.2, 0.4, 1.5], GRPO(4, 8), r"pass_rates\[2\]"),
+        ([0.2, float("nan")], GRPO(4, 8), r"pass_rates\[1\]"),
+    ],
+)
+def test_bad_input_names_the_key(rates, config, key):
+    with pytest.raises(ValueError, match=key):
+        predict(rates, config)
+
+
+def test_bad_config_is_the_trainer_error():
+    with pytest.raises(PCConfigError):
+        simulate([0.5], PilotCommit(4, 12, 96, 32, p_lower=0.9, p_upper=0.5))

@@ -1,0 +1,107 @@
+"""python -m recipe.pc.plan on a tiny committed dump, and its errors on dumps it cannot use."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from recipe.pc import plan
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+FIXTURE = os.path.join(HERE, "fixtures", "plan")
+
+
+def rows_of(step):
+    with open(os.path.join(FIXTURE, f"{step}.jsonl")) as handle:
+        return [json.loads(line) for line in handle]
+
+
+def test_command_runs_on_the_fixture():
+    result = subprocess.run(
+        [sys.executable, "-m", "recipe.pc.plan", FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    out = result.stdout
+    assert "16 prompts, 160 rollouts from steps 1..3 (3 files)" in out
+    for label in ("GRPO n=16", "DAPO n=16 G=8", "PC 2+14 G=8", "PC 4+12 G=8", "PC 8+8 G=8"):
+        assert f"| {label} | 16 |" in out
+    assert "recommended: " in out
+
+
+def test_pass_rates_per_prompt_and_window():
+    files = plan.step_files(FIXTURE, plan.parse_steps("2:3"))
+    assert [s for s, _ in files] == [2, 3]
+    ids, seen, wins = plan.read_pass_counts(files, "acc")
+    expected = {}
+    for step in (2, 3):
+        for row in rows_of(step):
+            n, s = expected.get(row["prompt_id"], (0, 0))
+            expected[row["prompt_id"]] = (n + 1, s + row["acc"])
+    assert ids.tolist() == sorted(expected)
+    assert seen.tolist() == [expected[i][0] for i in ids]
+    assert wins.tolist() == [expected[i][1] for i in ids]
+    # Beta(1, 1) prior: (s + 1) / (k + 2).
+    np.testing.assert_allclose(plan.pass_rates(seen, wins, (1.0, 1.0)), (wins + 1) / (seen + 2))
+    assert plan.parse_steps("3") == (3, 3) and plan.parse_steps(":2") == (None, 2)
+
+
+def test_score_metric_counts_positive_scores():
+    ids, seen, wins = plan.read_pass_counts(plan.step_files(FIXTURE, (1, 1)), "score")
+    by_acc = plan.read_pass_counts(plan.step_files(FIXTURE, (1, 1)), "acc")[2]
+    np.testing.assert_array_equal(wins, by_acc)  # the fixture scores +1 when correct, -1 when not
+
+
+def test_recommendation_is_fewest_rollouts_per_informative_group():
+    rates = np.full(500, 0.3)
+    predictions = [plan.predict(rates, c) for c in (plan.GRPO(16, 32), plan.PilotCommit(4, 12, 96, 32))]
+    best = plan.recommend(predictions)
+    assert best.rollouts_per_informative_group == min(p.rollouts_per_informative_group for p in predictions)
+    assert plan.recommend([plan.predict(np.zeros(10), plan.GRPO(4, 8))]) is None
+
+
+def test_default_grid_keeps_the_group_size():
+    assert plan.default_splits(16) == [(2, 14), (4, 12), (8, 8)]
+    assert plan.default_splits(64) == [(2, 62), (4, 60), (8, 56), (16, 48), (32, 32)]
+
+
+def write_dump(tmp_path, drop_key):
+    for step in (1, 2):
+        rows = [{k: v for k, v in row.items() if k != drop_key} for row in rows_of(step)]
+        (tmp_path / f"{step}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "drop,args,message",
+    [
+        ("prompt_id", [], "no 'prompt_id'"),
+        ("acc", [], "no 'acc'"),
+        ("score", ["--metric", "score"], "no 'score'"),
+    ],
+)
+def test_dump_without_ids_or_metric_says_what_to_run(tmp_path, capsys, drop, args, message):
+    assert plan.main([write_dump(tmp_path, drop), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "1.jsonl line 1" in err
+    assert "trainer.rollout_data_dir=DIR" in err
+
+
+def test_other_bad_inputs(tmp_path, capsys):
+    assert plan.main([str(tmp_path)]) == 2
+    assert "no <step>.jsonl files" in capsys.readouterr().err
+    shutil.copy(os.path.join(FIXTURE, "1.jsonl"), tmp_path / "1.jsonl")
+    assert plan.main([str(tmp_path), "--steps", "5:9"]) == 2
+    assert "has steps 1..1" in capsys.readouterr().err
+    assert plan.main([FIXTURE, "--pc", "4-12"]) == 2
+    assert "--pc" in capsys.readouterr().err
+    assert plan.main([FIXTURE, "--p-lower", "0.9", "--p-upper", "0.5"]) == 2
+    assert "diversity_threshold_lower" in capsys.readouterr().err
