@@ -24,8 +24,8 @@ import os
 
 from math_common import (
     ProcessResult,
-    check_paths,
     SourceProblem,
+    check_paths,
     clean_problems,
     default_out_dir,
     is_missing,

@@ -33,8 +33,8 @@ import re
 import numpy as np
 from math_common import (
     ProcessResult,
-    check_paths,
     SourceProblem,
+    check_paths,
     clean_problems,
     default_out_dir,
     difficulty_to_str,

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 from math_common import (
     ProcessResult,
-    check_paths,
     SourceProblem,
+    check_paths,
     clean_problems,
     default_out_dir,
     is_missing,

@@ -666,11 +666,16 @@ def fake_python(tmp_path):
     return script, calls
 
 
+def run_e2e(args, env):
+    script = os.path.join("data", "e2e_process_data.sh")
+    return subprocess.run(["bash", script, *args], cwd=ROOT, capture_output=True, text=True, env=env)
+
+
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_e2e_script_help_prints_usage_and_runs_nothing(flag, fake_python, tmp_path):
     script, calls = fake_python
     env = {**os.environ, "PYTHON": str(script), "DATA_DIR": str(tmp_path / "data")}
-    out = subprocess.run(["bash", "data/e2e_process_data.sh", flag], cwd=ROOT, capture_output=True, text=True, env=env)
+    out = run_e2e([flag], env)
     assert out.returncode == 0 and out.stdout.startswith("Usage: ")
     assert "DATA_DIR" in out.stdout and "DEEPMATH_PREFILTERED" in out.stdout
     assert not calls.exists()
