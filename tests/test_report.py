@@ -490,7 +490,7 @@ def test_lines_of_different_runs_stay_distinguishable(logs, tmp_path):
     for ax in fig.axes:
         runs = [line for line in ax.get_lines() if line.get_label() in curves]
         assert len(runs) == 3
-        assert len({(line.get_marker(), line.get_linestyle()) for line in runs}) == 3
+        assert len({line.get_marker() for line in runs}) == 3 and len({line.get_linestyle() for line in runs}) == 3
         # Drawn later = on top = thinner, so a line underneath still shows around it.
         widths = [line.get_linewidth() for line in sorted(runs, key=lambda line: line.get_zorder())]
         assert widths == sorted(widths, reverse=True) and len(set(widths)) == 3
