@@ -3,9 +3,10 @@
 Usage::
 
     python -m recipe.pc.report [--baseline LABEL] [--compare LABEL] [--target ACC] [--smooth K]
-                               [--benchmarks A,B] [--out DIR] [--no-plot] RUN [RUN ...]
+                               [--benchmarks A,B] [--seeds] [--out DIR] [--no-plot] RUN [RUN ...]
 
-A RUN is ``LABEL=PATH`` or just ``PATH`` (the label is then the file name without its extension).
+A RUN is ``LABEL=PATH``, ``LABEL=tb:DIR`` or ``LABEL=wandb:ENTITY/PROJECT/RUN_ID``; without ``LABEL=`` the
+label is the file name without its extension, the folder name or the W&B run id.
 
 Input formats (detected from the file extension and content):
 
@@ -20,6 +21,12 @@ Input formats (detected from the file extension and content):
 * W&B JSON (any other extension): a JSON list of row objects, or JSON Lines of row objects, each with
   ``_step`` (as ``run.history()``/``run.scan_history()`` dumps give). Keys starting with ``_`` (``_runtime``,
   ``_timestamp``, ...) and non-numeric values are ignored. File-logger lines are accepted here too.
+* JSON Lines whose LAST line is cut off (a run still writing, or killed) are read without it, with a warning
+  naming the file and line; an unparseable line anywhere else is an error.
+* TensorBoard (``tb:DIR``, or any folder given as PATH): the scalars of the ``events.out.tfevents.*`` files
+  directly in DIR, as verl's ``tensorboard`` logger writes them (tag = metric name, step = training step).
+* W&B run (``wandb:ENTITY/PROJECT/RUN_ID``): every row of ``wandb.Api().run(...).scan_history()``, read like
+  the W&B JSON rows above; needs network access and a W&B login.
 
 Metrics used (logged by this project's trainer):
 
@@ -49,9 +56,19 @@ Method:
   trainer times validation separately, as ``timing_s/testing``, so it is not included); generation calls to
   target sum ``training/num_gen_batches`` likewise. Mean s/step is over all logged steps.
 
-Outputs: the Markdown table on stdout, ``--out DIR`` (default ``.``) gets ``table.md``, ``table.csv`` and
-``accuracy_vs_rollouts.png``. Warnings and per-run problems go to stderr; a run that cannot be used is skipped.
-The exit status is non-zero only when no table can be produced.
+Seeds (``--seeds``): a label ending in ``_s<N>``, ``-s<N>``, ``_seed<N>`` or ``-seed<N>`` is seed N of the
+configuration named by the rest (``grpo_s1``, ``grpo_s2`` -> ``grpo``); other labels are configurations of one
+run. ``--baseline``/``--compare`` then name configurations. A configuration's mean curve averages its seeds'
+accuracy and cumulative rollouts at the validation steps every seed logged; the target defaults to the peak
+of the baseline's smoothed mean curve. Per configuration: how many seeds reach the target, and the mean,
+min-max and sample std (ddof=1) of rollouts-to-target over the seeds that do; speed-up = reference mean /
+this mean, only when every seed of both reached it.
+
+Outputs: the Markdown table on stdout, ``--out DIR`` (default ``report/``) gets ``table.md``, ``table.csv`` and
+``accuracy_vs_rollouts.png`` (with ``--seeds``: ``seeds_table.md``, ``seeds_table.csv`` and
+``seeds_accuracy_vs_rollouts.png``), and a ``wrote <path>`` line per file goes to stderr. Without matplotlib
+the plot is skipped with a one-line warning. Warnings and per-run problems go to stderr; a run that cannot
+be used is skipped. The exit status is non-zero only when no table can be produced.
 """
 
 from __future__ import annotations
