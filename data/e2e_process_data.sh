@@ -1,9 +1,38 @@
 #!/usr/bin/env bash
 # Builds every math train and eval parquet of spec §11 under $DATA_DIR (default ~/data) from the hub.
-#   DATA_DIR=/path/to/data bash data/e2e_process_data.sh
-# DEEPMATH_PREFILTERED=1 reads friendshipkim/DeepMath-103K-filtered (the split the reference trained on)
-# instead of filtering zwhe99/DeepMath-103K here; PYTHON picks the interpreter.
 set -euo pipefail
+
+usage() {
+  cat <<'USAGE'
+Usage: [DATA_DIR=DIR] [DEEPMATH_PREFILTERED=1] [PYTHON=python] bash data/e2e_process_data.sh
+
+Downloads and writes every math train and eval parquet of spec §11:
+  DIR/deepmath_103k_filtered/{train,test}.parquet   (data/process_deepmath.py)
+  DIR/polaris_53k/train.parquet                     (data/process_polaris.py)
+  DIR/dapo_formatted/dapo-math-17k-nosystem-boxed-dedup.parquet (data/process_dapo17k.py)
+  DIR/math_test/<benchmark>-nosystem-boxed.parquet  (data/process_eval.py, six benchmarks)
+
+Environment:
+  DATA_DIR              output root (default: ~/data)
+  DEEPMATH_PREFILTERED  1: read friendshipkim/DeepMath-103K-filtered (the split the reference trained on)
+                        instead of filtering zwhe99/DeepMath-103K here
+  PYTHON                interpreter that runs the processors (default: python)
+
+It takes no arguments; each processor's own options are in `python data/process_<name>.py --help`.
+USAGE
+}
+
+case "${1:-}" in
+  -h | --help)
+    usage
+    exit 0
+    ;;
+  "") ;;
+  *)
+    echo "e2e_process_data.sh: unexpected argument '$1' (it takes none; see --help)" >&2
+    exit 2
+    ;;
+esac
 
 DATA_DIR="${DATA_DIR:-$HOME/data}"
 PYTHON="${PYTHON:-python}"

@@ -15,11 +15,12 @@ Every processor turns its source rows into ``SourceProblem`` objects, drops bad 
 
 from __future__ import annotations
 
+import argparse
 import glob
 import logging
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -119,7 +120,8 @@ def answer_to_str(value: object, where: str) -> str | None:
         return str(int(value)) if float(value).is_integer() else repr(float(value))
     if isinstance(value, str):
         return value.strip() or None
-    raise TypeError(f"{where}: answer {value!r} has type {type(value).__name__}, expected a string or number")
+    # ValueError, not TypeError: a bad value in the source data, which the command lines report in one line.
+    raise ValueError(f"{where}: answer {value!r} has type {type(value).__name__}, expected a string or number")
 
 
 def difficulty_to_str(value: object) -> str:
@@ -255,3 +257,28 @@ def write_parquet(records: list[dict], path: str) -> int:
 def write_split(records: list[dict], path: str, split: str, dropped: dict[str, int]) -> ProcessResult:
     """Write a processor's one output file and describe it as a ProcessResult."""
     return ProcessResult(outputs={split: path}, rows={split: write_parquet(records, path)}, dropped=dropped)
+
+
+# ------------------------------------------------------------------ command lines
+def check_paths(parser: argparse.ArgumentParser, local_path: str | None, out_dir: str) -> None:
+    """Refuse a ``--local_path`` that is missing or of an unreadable type, and an ``--out_dir`` that is a file,
+    before anything is imported or downloaded."""
+    if local_path is not None:
+        path = os.path.expanduser(local_path)
+        if os.path.isfile(path):
+            if os.path.splitext(path)[1].lower() not in _LOCAL_FORMATS:
+                parser.error(f"--local_path {local_path}: unsupported file type; expected {sorted(_LOCAL_FORMATS)}")
+        elif not os.path.isdir(path):
+            parser.error(f"--local_path {local_path}: no such file or folder")
+    out = os.path.expanduser(out_dir)
+    if os.path.exists(out) and not os.path.isdir(out):
+        parser.error(f"--out_dir {out_dir}: exists and is not a folder")
+
+
+def run_processor(parser: argparse.ArgumentParser, process: Callable[..., ProcessResult], *args) -> ProcessResult:
+    """Run ``process``; a problem with the source data or a data-dependent argument (a bad row, a missing
+    column, a test split larger than the data, an unreachable hub) ends the command with one line, exit 2."""
+    try:
+        return process(*args)
+    except (ValueError, OSError) as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")

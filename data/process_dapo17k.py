@@ -25,12 +25,14 @@ import os
 from math_common import (
     ProcessResult,
     SourceProblem,
+    check_paths,
     clean_problems,
     default_out_dir,
     is_missing,
     load_rows,
     log_drops,
     make_record,
+    run_processor,
     setup_logging,
     write_split,
 )
@@ -99,8 +101,9 @@ def main() -> None:
     ap.add_argument("--local_path", help=f"local .parquet/.json/.jsonl file or folder instead of {HUB_ID}")
     ap.add_argument("--out_dir", default=default_out_dir("dapo_formatted"))
     args = ap.parse_args()
+    check_paths(ap, args.local_path, args.out_dir)
     setup_logging()
-    result = process_dapo(args.out_dir, args.local_path)
+    result = run_processor(ap, process_dapo, args.out_dir, args.local_path)
     print(f"math_dapo: {result.summary()}")
 
 

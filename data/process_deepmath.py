@@ -34,6 +34,7 @@ import numpy as np
 from math_common import (
     ProcessResult,
     SourceProblem,
+    check_paths,
     clean_problems,
     default_out_dir,
     difficulty_to_str,
@@ -41,6 +42,7 @@ from math_common import (
     load_rows,
     log_drops,
     make_record,
+    run_processor,
     setup_logging,
     write_parquet,
 )
@@ -176,11 +178,25 @@ def main() -> None:
         action="store_true",
         help=f"read {PREFILTERED_HUB_ID} and keep its train/test splits (no binary filter, no re-split)",
     )
-    ap.add_argument("--test_size", type=int, default=500, help="held-out test rows carved from the filtered set")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the test-split draw")
+    # None defaults tell an explicit --test_size/--seed apart, which --prefiltered would silently ignore.
+    ap.add_argument("--test_size", type=int, help="held-out test rows carved from the filtered set (default 500)")
+    ap.add_argument("--seed", type=int, help="seed of the test-split draw (default 0)")
     args = ap.parse_args()
+    if args.prefiltered:
+        given = [flag for flag, value in (("--test_size", args.test_size), ("--seed", args.seed)) if value is not None]
+        if given:
+            ap.error(f"{' and '.join(given)} cannot be used with --prefiltered, which keeps the source's test split")
+        if args.local_path is not None and os.path.isfile(os.path.expanduser(args.local_path)):
+            ap.error(f"--local_path {args.local_path}: --prefiltered reads a folder with train and test files")
+    test_size = 500 if args.test_size is None else args.test_size
+    if test_size < 1:
+        ap.error(f"--test_size must be at least 1, got {test_size}")
+    seed = 0 if args.seed is None else args.seed
+    if seed < 0:
+        ap.error(f"--seed must be >= 0 (numpy's generator takes no negative seed), got {seed}")
+    check_paths(ap, args.local_path, args.out_dir)
     setup_logging()
-    result = process_deepmath(args.out_dir, args.local_path, args.prefiltered, args.test_size, args.seed)
+    result = run_processor(ap, process_deepmath, args.out_dir, args.local_path, args.prefiltered, test_size, seed)
     print(f"deepmath: {result.summary()}")
 
 

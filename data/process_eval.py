@@ -33,11 +33,13 @@ from dataclasses import dataclass
 from math_common import (
     ProcessResult,
     SourceProblem,
+    check_paths,
     clean_problems,
     default_out_dir,
     is_missing,
     load_rows,
     make_record,
+    run_processor,
     setup_logging,
     write_split,
 )
@@ -166,10 +168,13 @@ def main() -> None:
     args = ap.parse_args()
     if args.local_path and args.dataset == "all":
         ap.error("--local_path holds one dataset: name it with --dataset")
+    if args.repeat is not None and args.repeat < 1:
+        ap.error(f"--repeat must be at least 1, got {args.repeat}")
+    check_paths(ap, args.local_path, args.out_dir)
     setup_logging()
     names = list(PROCESSORS) if args.dataset == "all" else [args.dataset]
     for name in names:
-        result = PROCESSORS[name](args.out_dir, args.local_path, args.repeat)
+        result = run_processor(ap, PROCESSORS[name], args.out_dir, args.local_path, args.repeat)
         print(f"{name}: {result.summary()}")
 
 

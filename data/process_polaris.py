@@ -18,11 +18,13 @@ import os
 from math_common import (
     ProcessResult,
     SourceProblem,
+    check_paths,
     clean_problems,
     default_out_dir,
     difficulty_to_str,
     load_rows,
     make_record,
+    run_processor,
     setup_logging,
     write_split,
 )
@@ -49,8 +51,9 @@ def main() -> None:
     ap.add_argument("--local_path", help=f"local .parquet/.json/.jsonl file or folder instead of {HUB_ID}")
     ap.add_argument("--out_dir", default=default_out_dir("polaris_53k"))
     args = ap.parse_args()
+    check_paths(ap, args.local_path, args.out_dir)
     setup_logging()
-    result = process_polaris(args.out_dir, args.local_path)
+    result = run_processor(ap, process_polaris, args.out_dir, args.local_path)
     print(f"polaris_53k: {result.summary()}")
 
 

@@ -103,7 +103,7 @@ def test_clean_problems_without_ids_dedupes_by_problem_text():
 def test_answer_to_str_rejects_unknown_types_naming_the_row():
     assert math_common.answer_to_str(27.0, "x") == "27"
     assert math_common.answer_to_str(0.5, "x") == "0.5"
-    with pytest.raises(TypeError, match="toy source row 4: answer"):
+    with pytest.raises(ValueError, match="toy source row 4: answer"):
         math_common.clean_problems([math_common.SourceProblem(4, "p", ["1"])], "toy")
 
 
@@ -560,3 +560,136 @@ def test_processed_parquet_loads_as_a_pilot_commit_dataset(tmp_path, tokenizer):
     dataset = PilotCommitDataset(data_files=path, tokenizer=tokenizer, config=cfg.data)
     assert dataset.prompt_ids.tolist() == [0, 1, 2, 0, 1, 2]
     assert dataset[4]["index"] == 1
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bad arguments: one line, exit 2, nothing imported or downloaded first
+
+PROCESSOR_SCRIPTS = ("process_deepmath.py", "process_polaris.py", "process_dapo17k.py", "process_eval.py")
+
+
+@pytest.fixture
+def no_datasets(tmp_path):
+    """A PYTHONPATH whose ``datasets`` module fails on import: a command that gets as far as loading data fails."""
+    folder = tmp_path / "poisoned"
+    folder.mkdir()
+    (folder / "datasets.py").write_text(
+        "raise ImportError('datasets was imported: the command went on to load data')\n"
+    )
+    return {**os.environ, "PYTHONPATH": str(folder)}
+
+
+def run_cli(script, *args, env=None):
+    return subprocess.run(
+        [sys.executable, os.path.join("data", script), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+def assert_one_line_error(out, script, message):
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith(f"{script}: error: ")
+    assert message in out.stderr
+
+
+@pytest.mark.parametrize("script", PROCESSOR_SCRIPTS)
+def test_help_prints_usage_without_loading_anything(script, no_datasets):
+    out = run_cli(script, "--help", env=no_datasets)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: ") and "--local_path" in out.stdout and "--out_dir" in out.stdout
+
+
+@pytest.mark.parametrize("script", PROCESSOR_SCRIPTS)
+def test_a_missing_local_path_is_refused_before_loading(script, no_datasets, tmp_path):
+    missing = str(tmp_path / "nope.parquet")
+    extra = ["--dataset", "math_500"] if script == "process_eval.py" else []
+    out = run_cli(script, *extra, "--local_path", missing, "--out_dir", str(tmp_path / "out"), env=no_datasets)
+    assert_one_line_error(out, script, f"--local_path {missing}: no such file or folder")
+
+
+@pytest.mark.parametrize(
+    "script, args, message",
+    [
+        ("process_eval.py", ["--repeat", "0"], "--repeat must be at least 1, got 0"),
+        ("process_eval.py", ["--repeat", "-3"], "--repeat must be at least 1, got -3"),
+        ("process_eval.py", ["--dataset", "aime"], "argument --dataset: invalid choice: 'aime'"),
+        ("process_deepmath.py", ["--test_size", "0"], "--test_size must be at least 1, got 0"),
+        ("process_deepmath.py", ["--test_size", "-5"], "--test_size must be at least 1, got -5"),
+        ("process_deepmath.py", ["--test_size", "ten"], "argument --test_size: invalid int value: 'ten'"),
+        ("process_deepmath.py", ["--seed", "-1"], "--seed must be >= 0"),
+        (
+            "process_deepmath.py",
+            ["--prefiltered", "--test_size", "10"],
+            "--test_size cannot be used with --prefiltered",
+        ),
+        ("process_deepmath.py", ["--prefiltered", "--seed", "3"], "--seed cannot be used with --prefiltered"),
+        ("process_polaris.py", ["--local_path", "{txt}"], "unsupported file type"),
+        ("process_dapo17k.py", ["--out_dir", "{txt}"], "exists and is not a folder"),
+        ("process_deepmath.py", ["--prefiltered", "--local_path", "{parquet}"], "reads a folder with train and test"),
+    ],
+)
+def test_bad_arguments_get_one_line_errors(script, args, message, no_datasets, tmp_path):
+    files = {"txt": tmp_path / "notes.txt", "parquet": tmp_path / "d.parquet"}
+    for path in files.values():
+        path.write_text("x")
+    args = [arg.format(**{name: str(path) for name, path in files.items()}) for arg in args]
+    out_dir = [] if "--out_dir" in args else ["--out_dir", str(tmp_path / "out")]
+    out = run_cli(script, *args, *out_dir, env=no_datasets)
+    assert_one_line_error(out, script, message)
+
+
+def test_a_test_size_larger_than_the_data_is_a_one_line_error(tmp_path):
+    source = write_parquet(tmp_path / "deepmath.parquet", DEEPMATH_ROWS)
+    out = run_cli("process_deepmath.py", "--local_path", source, "--test_size", "8", "--out_dir", str(tmp_path / "o"))
+    assert_one_line_error(out, "process_deepmath.py", "--test_size 8 must be between 1 and 7")
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_bad_source_row_is_a_one_line_error_naming_the_row(tmp_path):
+    source = write_jsonl(tmp_path / "ob.jsonl", [{"id": 1, "question": "Q", "final_answer": "5"}])
+    out = run_cli("process_eval.py", "--dataset", "olympiad_bench", "--local_path", source, "--out_dir", str(tmp_path))
+    assert_one_line_error(out, "process_eval.py", "olympiad_bench source row 0, column final_answer: expected a list")
+
+
+@pytest.fixture
+def fake_python(tmp_path):
+    """An interpreter stand-in that only records its arguments, one call a line."""
+    calls = tmp_path / "calls.txt"
+    script = tmp_path / "fake_python"
+    script.write_text(f'#!/usr/bin/env bash\necho "$*" >> {calls}\n')
+    script.chmod(0o755)
+    return script, calls
+
+
+def run_e2e(args, env):
+    script = os.path.join("data", "e2e_process_data.sh")
+    return subprocess.run(["bash", script, *args], cwd=ROOT, capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_e2e_script_help_prints_usage_and_runs_nothing(flag, fake_python, tmp_path):
+    script, calls = fake_python
+    env = {**os.environ, "PYTHON": str(script), "DATA_DIR": str(tmp_path / "data")}
+    out = run_e2e([flag], env)
+    assert out.returncode == 0 and out.stdout.startswith("Usage: ")
+    assert "DATA_DIR" in out.stdout and "DEEPMATH_PREFILTERED" in out.stdout
+    assert not calls.exists()
+
+
+def test_e2e_script_refuses_arguments_and_otherwise_runs_each_processor(fake_python, tmp_path):
+    script, calls = fake_python
+    env = {**os.environ, "PYTHON": str(script), "DATA_DIR": str(tmp_path / "data")}
+    out = subprocess.run(
+        ["bash", "data/e2e_process_data.sh", "--out"], cwd=ROOT, capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 2 and "unexpected argument '--out'" in out.stderr and not calls.exists()
+    out = subprocess.run(["bash", "data/e2e_process_data.sh"], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    lines = calls.read_text().splitlines()
+    assert len(lines) == 3 + len(process_eval.PROCESSORS)
+    assert lines[0].endswith(f"process_deepmath.py --out_dir {tmp_path}/data/deepmath_103k_filtered")

@@ -11,6 +11,7 @@ import logging
 import os
 import subprocess
 import sys
+import types
 
 import pandas as pd
 import pytest
@@ -136,7 +137,8 @@ def test_wandb_chart_export_columns_are_normalised(tmp_path):
 @pytest.mark.parametrize(
     "name, text, where",
     [
-        ("bad.jsonl", '{"step": 0, "data": {}}\n{"step": 1, "data": {}}\n{"step": 2, "data": \n', "line 3"),
+        ("bad.jsonl", '{"step": 0, "data": {}}\n{"step": 1, "data": \n{"step": 2, "data": {}}\n', "line 2"),
+        ("cut_only_line.jsonl", '{"step": 0, "da', "line 1: invalid JSON"),
         ("nostep.jsonl", '{"step": 0, "data": {}}\n{"data": {"a": 1}}\n', "line 2: no step"),
         ("bad.json", '[\n{"_step": 0},\n{"_step": 1,,}\n]', "line 3"),
         ("bad.csv", "_step,a\n0,1\nx,2\n", "line 3"),
@@ -151,9 +153,124 @@ def test_unparseable_files_name_file_and_line(tmp_path, name, text, where):
     assert str(path) in str(info.value)
 
 
+def test_cut_off_last_line_is_left_out_with_a_warning(logs, caplog):
+    text = logs["grpo"].read_text()
+    logs["grpo"].write_text(text + '{"step": 7, "data": {"rollout_stats/cumulative_rollouts_sa')  # killed mid-write
+    frame = report.load_run(logs["grpo"])
+    assert frame.index.tolist() == [0, 1, 2, 3, 4, 5, 6] and frame.loc[6, report.ROLLOUTS] == 600
+    last = len(text.splitlines()) + 1
+    assert f"{logs['grpo']}: line {last} is cut off" in caplog.text
+
+
 def test_run_arguments_take_an_optional_label(tmp_path):
-    assert report.parse_run_arg("pc=/x/y.csv") == ("pc", report.Path("/x/y.csv"))
-    assert report.parse_run_arg("/x/grpo_1.5b.jsonl") == ("grpo_1.5b", report.Path("/x/grpo_1.5b.jsonl"))
+    file, tb, wandb = report.RunSource("file", "/x/y.csv"), "tensorboard", "wandb"
+    assert report.parse_run_arg("pc=/x/y.csv") == ("pc", file)
+    assert report.parse_run_arg("/x/grpo_1.5b.jsonl") == ("grpo_1.5b", report.RunSource("file", "/x/grpo_1.5b.jsonl"))
+    assert report.parse_run_arg("pc=tb:/x/tb/pc_run") == ("pc", report.RunSource(tb, "/x/tb/pc_run"))
+    assert report.parse_run_arg("tb:/x/tb/pc_run") == ("pc_run", report.RunSource(tb, "/x/tb/pc_run"))
+    assert report.parse_run_arg(str(tmp_path)) == (tmp_path.name, report.RunSource(tb, str(tmp_path)))
+    assert report.parse_run_arg("pc=wandb:me/proj/ab12") == ("pc", report.RunSource(wandb, "me/proj/ab12"))
+    assert report.parse_run_arg("wandb:me/proj/runs/ab12") == ("ab12", report.RunSource(wandb, "me/proj/runs/ab12"))
+    for bad in ("pc=wandb:me/ab12", "wandb:me//ab12", "wandb:me/proj/x/ab12"):
+        with pytest.raises(ReportError, match="expected wandb:ENTITY/PROJECT/RUN_ID"):
+            report.parse_run_arg(bad)
+
+
+# ------------------------------------------------------------------ TensorBoard and W&B readers
+def write_tensorboard(folder, rows):
+    """Scalars as verl's ``tensorboard`` logger writes them: add_scalar(metric, value, step) per logged metric."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(folder))
+    for step, row in rows.items():
+        for key, value in row.items():
+            writer.add_scalar(key, value, step)
+    writer.close()
+    return folder
+
+
+def test_tensorboard_folder_loads_like_the_file_logger(logs, tmp_path):
+    folder = write_tensorboard(tmp_path / "tb" / "grpo", step_rows(RUNS["grpo"]))
+    expected = report.load_run(logs["grpo"]).drop(columns=["exclusion_stats/epoch", "exclusion_stats/dataset_size"])
+    for source in (folder, report.RunSource("tensorboard", str(folder))):
+        frame = report.load_run(source)
+        # TensorBoard stores float32: compare at that precision.
+        pd.testing.assert_frame_equal(
+            frame.sort_index(axis=1), expected.sort_index(axis=1), check_dtype=False, rtol=1e-6
+        )
+    with pytest.raises(ReportError, match="no events.out.tfevents"):
+        report.load_run(tmp_path / "tb")  # the parent folder: its event files are one level down
+
+
+def test_tensorboard_and_file_runs_in_one_report(logs, tmp_path, capsys):
+    folder = write_tensorboard(tmp_path / "tb" / "pc_run", step_rows(RUNS["pc"]))
+    code, _, table = run_main([f"grpo={logs['grpo']}", f"pc=tb:{folder}", str(folder)], tmp_path, capsys)
+    assert code == 0 and table["run"].tolist() == ["grpo", "pc", "pc_run"]
+    assert table["rollouts_to_target"].tolist() == [400, 100, 100]
+
+
+WANDB_FIXTURE = os.path.join(ROOT, "tests", "fixtures", "wandb_scan_history_pc.json")
+
+
+class FakeWandbApi:
+    """Stands in for ``wandb.Api``: ``run(path).scan_history()`` yields the recorded rows; remembers the paths."""
+
+    paths: list = []
+
+    def __init__(self, rows=None, error=None):
+        self.rows, self.error = rows, error
+
+    def run(self, path):
+        FakeWandbApi.paths.append(path)
+        if self.error:
+            raise self.error
+        return types.SimpleNamespace(scan_history=lambda: iter(self.rows))
+
+
+@pytest.fixture
+def fake_wandb(monkeypatch):
+    """Install a fake ``wandb`` module; returns a setter for what its Api serves."""
+    FakeWandbApi.paths = []
+    module = types.ModuleType("wandb")
+    monkeypatch.setitem(sys.modules, "wandb", module)
+
+    def serve(rows=None, error=None):
+        module.Api = lambda: FakeWandbApi(rows, error)
+        return FakeWandbApi.paths
+
+    return serve
+
+
+def test_wandb_run_history_through_the_api(logs, fake_wandb):
+    """The fixture holds scan_history() rows in W&B's shape (``_step``, ``_runtime``, ``_timestamp``, a media
+    entry, ``_wandb``), written for the pc run of this module (no network here to record a real one)."""
+    with open(WANDB_FIXTURE) as f:
+        rows = json.load(f)
+    paths = fake_wandb(rows)
+    frame = report.load_run(report.RunSource("wandb", "me/proj/ab12"))
+    assert paths == ["me/proj/ab12"]
+    expected = report.load_run(write_wandb_json(logs["pc"].parent / "pc_expected.json", step_rows(RUNS["pc"])))
+    pd.testing.assert_frame_equal(frame.sort_index(axis=1), expected.sort_index(axis=1))
+    assert not any(c.startswith(("_", "val/generations")) for c in frame.columns)
+
+
+def test_wandb_run_in_a_report_and_an_unreadable_one_skipped(logs, tmp_path, capsys, caplog, fake_wandb):
+    with open(WANDB_FIXTURE) as f:
+        paths = fake_wandb(json.load(f))
+    code, _, table = run_main([f"grpo={logs['grpo']}", "pc=wandb:me/proj/ab12"], tmp_path, capsys)
+    assert code == 0 and table.set_index("run")["rollouts_to_target"].to_dict() == {"grpo": 400, "pc": 100}
+    fake_wandb(error=ValueError("Could not find run me/proj/zz"))
+    code, _, table = run_main([f"grpo={logs['grpo']}", "pc=wandb:me/proj/zz"], tmp_path, capsys)
+    assert code == 0 and table["run"].tolist() == ["grpo"]
+    assert "run pc skipped: wandb:me/proj/zz: cannot read the run's history: ValueError: Could not find" in caplog.text
+    assert paths == ["me/proj/ab12", "me/proj/zz"]
+
+
+def test_a_malformed_run_argument_stops_before_anything_is_loaded(logs, tmp_path, capsys, caplog, fake_wandb):
+    paths = fake_wandb([])
+    code, _, _ = run_main(["a=wandb:me/proj/ab12", "b=wandb:proj/ab12"], tmp_path, capsys)
+    assert code == 2 and "b=wandb:proj/ab12: expected wandb:ENTITY/PROJECT/RUN_ID" in caplog.text
+    assert paths == []
 
 
 # ------------------------------------------------------------------ curves and smoothing
@@ -276,7 +393,143 @@ def test_baseline_must_be_unambiguous_without_a_target(logs, tmp_path, capsys, c
     assert not any(c.startswith("speedup") for c in table.columns)
 
 
+# ------------------------------------------------------------------ seeds
+# Accuracy per validation step 0, 2, 4, 6 (aime = acc - 0.1, math = acc + 0.1), rollouts per training step.
+SEED_RUNS = {
+    "grpo_s1": (100, [0.2, 0.3, 0.4, 0.3]),
+    "grpo_s2": (100, [0.2, 0.4, 0.3, 0.5]),  # mean curve of grpo: 0.2 0.35 0.35 0.4 -> target 0.4
+    "pc_s1": (50, [0.2, 0.4, 0.5, 0.45]),  # reaches 0.4 at step 2: 100 rollouts
+    "pc-seed2": (60, [0.2, 0.3, 0.35, 0.45]),  # reaches 0.4 at step 6: 360 rollouts
+    "dapo": (150, [0.2, 0.25, 0.3, 0.35]),  # one run, never reaches 0.4
+}
+
+
+@pytest.fixture
+def seed_logs(tmp_path):
+    specs = []
+    for label, (rollouts, accs) in SEED_RUNS.items():
+        val = {step: (acc - 0.1, acc + 0.1) for step, acc in zip((0, 2, 4, 6), accs, strict=True)}
+        spec = dict(rollouts=rollouts, secs=10.0, gens=1, val=val)
+        specs.append(f"{label}={write_file_logger(tmp_path / f'{label}.jsonl', step_rows(spec))}")
+    return specs
+
+
+def test_seed_suffixes_group_runs_into_configurations():
+    labels = ["grpo_s1", "grpo_s2", "pc-seed2", "pc_seed10", "dapo", "dapo_s", "s1", "grpo_seed1b"]
+    assert report.seed_groups(labels) == {
+        "grpo": ["grpo_s1", "grpo_s2"],
+        "pc": ["pc-seed2", "pc_seed10"],
+        "dapo": ["dapo"],
+        "dapo_s": ["dapo_s"],
+        "s1": ["s1"],
+        "grpo_seed1b": ["grpo_seed1b"],
+    }
+
+
+def test_mean_curve_averages_seeds_at_the_steps_they_all_logged():
+    a = pd.DataFrame({"rollouts": [0, 100, 200, 300], "accuracy": [0.2, 0.4, 0.6, 0.8]}, index=[0, 2, 4, 6])
+    b = pd.DataFrame({"rollouts": [0, 120, 240], "accuracy": [0.0, 0.2, 0.2]}, index=[0, 2, 4])  # cut short
+    mean = report.mean_curve([a, b], k=2)
+    assert mean.index.tolist() == [0, 2, 4]
+    assert mean["rollouts"].tolist() == pytest.approx([0, 110, 220])
+    assert mean["accuracy"].tolist() == pytest.approx([0.1, 0.3, 0.4])
+    assert mean["smoothed"].tolist() == pytest.approx([0.1, 0.2, 0.35])
+
+
+def test_seeds_table_has_mean_spread_and_reach_counts(seed_logs, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = report.main([*seed_logs, "--seeds", "--out", str(out), "--no-plot"])
+    stdout = capsys.readouterr().out
+    assert code == 0
+    table = pd.read_csv(out / "seeds_table.csv").set_index("configuration")
+    assert table.index.tolist() == ["grpo", "pc", "dapo"]
+    assert table["target"].tolist() == pytest.approx([0.4] * 3)  # peak of grpo's mean curve, not of a seed
+    assert table["seeds"].tolist() == [2, 2, 1] and table["seeds_reached"].tolist() == [2, 2, 0]
+    assert table.loc["grpo", "runs"] == "grpo_s1,grpo_s2" and table.loc["pc", "runs"] == "pc_s1,pc-seed2"
+    assert table["rollouts_to_target_mean"].tolist()[:2] == pytest.approx([300, 230])
+    assert table["rollouts_to_target_min"].tolist()[:2] == [200, 100]
+    assert table["rollouts_to_target_max"].tolist()[:2] == [400, 360]
+    assert table["rollouts_to_target_std"].tolist()[:2] == pytest.approx([100 * 2**0.5, 130 * 2**0.5])
+    assert table["speedup_vs_grpo"].tolist()[:2] == pytest.approx([1.0, 300 / 230])
+    assert pd.isna(table.loc["dapo", "speedup_vs_grpo"]) and pd.isna(table.loc["dapo", "rollouts_to_target_mean"])
+    assert table["speedup_vs_dapo"].isna().all()  # dapo never gets there
+    assert table["peak_mean_accuracy"].tolist() == pytest.approx([0.4, 0.45, 0.35])
+    assert "| pc | 2 of 2 | 230 | 100–360 | 184 | 1.30× | — | 0.4500 |" in stdout
+    assert "| dapo | 0 of 1 | — | — | — | — | — | 0.3500 |" in stdout
+    assert "Target accuracy 0.4000 (peak of grpo's mean curve over its seeds)" in stdout
+    assert stdout == (out / "seeds_table.md").read_text()
+
+
+def test_seeds_with_a_given_target_and_a_named_baseline(seed_logs, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = report.main([*seed_logs, "--seeds", "--target", "0.45", "--baseline", "pc", "--out", str(out), "--no-plot"])
+    table = pd.read_csv(out / "seeds_table.csv").set_index("configuration")
+    assert code == 0 and table["seeds_reached"].tolist() == [1, 2, 0]
+    assert table.loc["pc", "rollouts_to_target_mean"] == pytest.approx((200 + 360) / 2)  # pc_s1 at step 4 (0.5)
+    assert pd.isna(table.loc["grpo", "rollouts_to_target_std"])  # one seed reached: no spread
+    assert pd.isna(table.loc["grpo", "speedup_vs_pc"])  # grpo_s1 never reached 0.45
+
+
+def test_seed_plot_draws_thin_seeds_and_a_thick_mean(seed_logs, tmp_path):
+    frames = report._load_runs(report._parse_runs(seed_logs))
+    curves = {label: report.validation_curve(f, report.benchmark_columns(f)) for label, f in frames.items()}
+    groups = report.seed_groups(list(curves))
+    means = {config: report.mean_curve([curves[label] for label in labels]) for config, labels in groups.items()}
+    fig = report.plot_seeds(curves, groups, means, 0.4, tmp_path / "seeds.png", "acc")
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    thick = [lines[f"{c} (mean of {len(groups[c])})"] for c in groups]
+    thin = [line for line in fig.axes[0].get_lines() if line.get_linewidth() < 1]
+    assert len(thin) == len(SEED_RUNS) and min(line.get_linewidth() for line in thick) > 1
+    assert thick[1].get_xdata().tolist() == pytest.approx([0, 110, 220, 330])  # pc: mean of 50/step and 60/step
+
+
+def test_lines_of_different_runs_stay_distinguishable(logs, tmp_path):
+    frames = {label: report.load_run(path) for label, path in logs.items()}
+    curves = {label: report.validation_curve(f, report.benchmark_columns(f)) for label, f in frames.items()}
+    fig = report.plot(frames, curves, 0.4, tmp_path / "p.png", "acc")
+    for ax in fig.axes:
+        runs = [line for line in ax.get_lines() if line.get_label() in curves]
+        assert len(runs) == 3
+        assert len({line.get_marker() for line in runs}) == 3 and len({line.get_linestyle() for line in runs}) == 3
+        # Drawn later = on top = thinner, so a line underneath still shows around it.
+        widths = [line.get_linewidth() for line in sorted(runs, key=lambda line: line.get_zorder())]
+        assert widths == sorted(widths, reverse=True) and len(set(widths)) == 3
+
+
 # ------------------------------------------------------------------ command line
+def test_default_output_folder_and_wrote_lines(logs, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert report.main([*specs(logs), "--no-plot"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == (tmp_path / "report" / "table.md").read_text()
+    assert captured.err.splitlines()[-2:] == [
+        f"wrote {os.path.join('report', name)}" for name in ("table.md", "table.csv")
+    ]
+    with pytest.raises(SystemExit):
+        report.main(["--help"])
+    assert "(default: report/" in " ".join(capsys.readouterr().out.split())
+
+
+def test_table_without_matplotlib(logs, tmp_path, monkeypatch, capsys, caplog):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    out = tmp_path / "out"
+    assert report.main([*specs(logs), "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["table.csv", "table.md"]
+    assert "| pc | 2 | 100 |" in capsys.readouterr().out
+    warnings = [r.getMessage() for r in caplog.records if "matplotlib" in r.getMessage()]
+    assert warnings == ['matplotlib is not installed, so no plot (pip install -e ".[report]"); the tables are written']
+
+
+def test_bad_options_are_argument_errors(logs, tmp_path, capsys):
+    (tmp_path / "afile").write_text("")
+    for bad in (["--smooth", "0"], ["--out", str(tmp_path / "afile")]):
+        with pytest.raises(SystemExit) as info:
+            report.main([*specs(logs), *bad])
+        assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--smooth must be >= 1, got 0" in err and "exists and is not a folder" in err
+
+
 def test_cli_writes_table_and_plot(logs, tmp_path):
     out = tmp_path / "report"
     env = {**os.environ, "PYTHONPATH": ROOT, "MPLBACKEND": "Agg"}
@@ -290,6 +543,7 @@ def test_cli_writes_table_and_plot(logs, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == (out / "table.md").read_text()
+    assert f"wrote {out / 'accuracy_vs_rollouts.png'}" in result.stderr
     assert "| grpo | 4 | 400 | 1.00× | 2.25× | 40.0 | 4 | 10.0 | 0.3500 | 600 |" in result.stdout
     assert pd.read_csv(out / "table.csv")["run"].tolist() == ["grpo", "dapo", "pc"]
     png = (out / "accuracy_vs_rollouts.png").read_bytes()

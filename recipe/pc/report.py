@@ -3,9 +3,10 @@
 Usage::
 
     python -m recipe.pc.report [--baseline LABEL] [--compare LABEL] [--target ACC] [--smooth K]
-                               [--benchmarks A,B] [--out DIR] [--no-plot] RUN [RUN ...]
+                               [--benchmarks A,B] [--seeds] [--out DIR] [--no-plot] RUN [RUN ...]
 
-A RUN is ``LABEL=PATH`` or just ``PATH`` (the label is then the file name without its extension).
+A RUN is ``LABEL=PATH``, ``LABEL=tb:DIR`` or ``LABEL=wandb:ENTITY/PROJECT/RUN_ID``; without ``LABEL=`` the
+label is the file name without its extension, the folder name or the W&B run id.
 
 Input formats (detected from the file extension and content):
 
@@ -20,6 +21,12 @@ Input formats (detected from the file extension and content):
 * W&B JSON (any other extension): a JSON list of row objects, or JSON Lines of row objects, each with
   ``_step`` (as ``run.history()``/``run.scan_history()`` dumps give). Keys starting with ``_`` (``_runtime``,
   ``_timestamp``, ...) and non-numeric values are ignored. File-logger lines are accepted here too.
+* JSON Lines whose LAST line is cut off (a run still writing, or killed) are read without it, with a warning
+  naming the file and line; an unparseable line anywhere else is an error.
+* TensorBoard (``tb:DIR``, or any folder given as PATH): the scalars of the ``events.out.tfevents.*`` files
+  directly in DIR, as verl's ``tensorboard`` logger writes them (tag = metric name, step = training step).
+* W&B run (``wandb:ENTITY/PROJECT/RUN_ID``): every row of ``wandb.Api().run(...).scan_history()``, read like
+  the W&B JSON rows above; needs network access and a W&B login.
 
 Metrics used (logged by this project's trainer):
 
@@ -49,9 +56,19 @@ Method:
   trainer times validation separately, as ``timing_s/testing``, so it is not included); generation calls to
   target sum ``training/num_gen_batches`` likewise. Mean s/step is over all logged steps.
 
-Outputs: the Markdown table on stdout, ``--out DIR`` (default ``.``) gets ``table.md``, ``table.csv`` and
-``accuracy_vs_rollouts.png``. Warnings and per-run problems go to stderr; a run that cannot be used is skipped.
-The exit status is non-zero only when no table can be produced.
+Seeds (``--seeds``): a label ending in ``_s<N>``, ``-s<N>``, ``_seed<N>`` or ``-seed<N>`` is seed N of the
+configuration named by the rest (``grpo_s1``, ``grpo_s2`` -> ``grpo``); other labels are configurations of one
+run. ``--baseline``/``--compare`` then name configurations. A configuration's mean curve averages its seeds'
+accuracy and cumulative rollouts at the validation steps every seed logged; the target defaults to the peak
+of the baseline's smoothed mean curve. Per configuration: how many seeds reach the target, and the mean,
+min-max and sample std (ddof=1) of rollouts-to-target over the seeds that do; speed-up = reference mean /
+this mean, only when every seed of both reached it.
+
+Outputs: the Markdown table on stdout, ``--out DIR`` (default ``report/``) gets ``table.md``, ``table.csv`` and
+``accuracy_vs_rollouts.png`` (with ``--seeds``: ``seeds_table.md``, ``seeds_table.csv`` and
+``seeds_accuracy_vs_rollouts.png``), and a ``wrote <path>`` line per file goes to stderr. Without matplotlib
+the plot is skipped with a one-line warning. Warnings and per-run problems go to stderr; a run that cannot
+be used is skipped. The exit status is non-zero only when no table can be produced.
 """
 
 from __future__ import annotations
@@ -74,6 +91,9 @@ GEN_CALLS = "training/num_gen_batches"
 ZERO_VAR = "training/zero_variance_group_frac"
 _VAL_CORE_ACC = re.compile(r"^val-core/(?P<source>.+)/acc/mean@(?P<n>\d+)$")
 _CSV_STEP_COLUMNS = ("_step", "Step", "step")
+_SEED_SUFFIX = re.compile(r"^(?P<config>.+?)[_-]s(?:eed)?(?P<seed>\d+)$")
+DEFAULT_OUT = Path("report")
+INSTALL_PLOT = 'pip install -e ".[report]"'
 _TOLERANCE = 1e-9
 
 
@@ -91,12 +111,36 @@ class Reach:
 
 
 # ------------------------------------------------------------------ loading
-def parse_run_arg(arg: str) -> tuple[str, Path]:
-    """``LABEL=PATH`` or ``PATH`` -> (label, path); an existing file named with '=' stays a path."""
-    label, sep, path = arg.partition("=")
-    if sep and label and "/" not in label and not Path(arg).exists():
-        return label, Path(path)
-    return Path(arg).stem, Path(arg)
+@dataclass(frozen=True)
+class RunSource:
+    """Where a run's metrics are: a log ``file``, a ``tensorboard`` event folder or a ``wandb`` run path."""
+
+    kind: str
+    location: str
+
+
+def parse_run_arg(arg: str) -> tuple[str, RunSource]:
+    """``[LABEL=]PATH``, ``[LABEL=]tb:DIR`` or ``[LABEL=]wandb:ENTITY/PROJECT/RUN_ID`` -> (label, source).
+
+    Without a label: a file's name without extension, a folder's name, a W&B run's id. An existing file
+    named with '=' stays a path. A malformed W&B path raises ReportError.
+    """
+    label, sep, location = arg.partition("=")
+    if not (sep and label and "/" not in label and not Path(arg).exists()):
+        label, location = "", arg
+    if location.startswith("wandb:"):
+        run_path = location.removeprefix("wandb:").strip("/")
+        parts = run_path.split("/")
+        if not all(parts) or not (len(parts) == 3 or (len(parts) == 4 and parts[2] == "runs")):
+            raise ReportError(f"{arg}: expected wandb:ENTITY/PROJECT/RUN_ID, got {location!r}")
+        return label or parts[-1], RunSource("wandb", run_path)
+    if location.startswith("tb:"):
+        folder = Path(location.removeprefix("tb:"))
+        return label or folder.resolve().name, RunSource("tensorboard", str(folder))
+    path = Path(location)
+    if path.is_dir():  # a folder can only be a TensorBoard log; load_run says so if it holds no event file
+        return label or path.resolve().name, RunSource("tensorboard", str(path))
+    return label or path.stem, RunSource("file", str(path))
 
 
 def _numeric_items(row: dict) -> dict[str, float]:
@@ -122,9 +166,9 @@ def _json_record(obj, where: str) -> tuple[int, dict[str, float]]:
     return int(step), _numeric_items(data)
 
 
-def _frame_from_records(records: list[tuple[int, dict[str, float]]], path: Path) -> pd.DataFrame:
+def _frame_from_records(records: list[tuple[int, dict[str, float]]], where: Path | str) -> pd.DataFrame:
     if not records:
-        raise ReportError(f"{path}: no log lines")
+        raise ReportError(f"{where}: no log lines")
     steps = [step for step, _ in records]
     frame = pd.DataFrame([data for _, data in records], index=pd.Index(steps, name="step"))
     return _merge_steps(frame)
@@ -146,13 +190,19 @@ def _load_json(path: Path) -> pd.DataFrame:
             raise ReportError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
         records = [_json_record(row, f"{path}: row {i}") for i, row in enumerate(rows)]
     else:
+        lines = text.splitlines()
+        last = max((i for i, line in enumerate(lines, start=1) if line.strip()), default=0)
         records = []
-        for lineno, line in enumerate(text.splitlines(), start=1):
+        for lineno, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
+                # A run still writing, or killed mid-write, leaves its last line cut off: the rest is good data.
+                if lineno == last and records:
+                    logger.warning("%s: line %d is cut off (%s); it is left out", path, lineno, exc.msg)
+                    continue
                 raise ReportError(f"{path}: line {lineno}: invalid JSON: {exc.msg}") from None
             records.append(_json_record(obj, f"{path}: line {lineno}"))
     return _frame_from_records(records, path)
@@ -180,9 +230,53 @@ def _load_csv(path: Path) -> pd.DataFrame:
     return _merge_steps(frame)
 
 
-def load_run(path: str | Path) -> pd.DataFrame:
-    """One run's log -> DataFrame indexed by step (sorted ints), one float column per metric."""
-    path = Path(path)
+def _load_tensorboard(folder: Path) -> pd.DataFrame:
+    """Scalars of the event files in ``folder`` (verl's ``tensorboard`` logger: tag = metric name, step = step)."""
+    if not folder.is_dir():
+        raise ReportError(f"{folder}: no such folder")
+    if not any(folder.glob("events.out.tfevents.*")):
+        raise ReportError(f"{folder}: no events.out.tfevents.* file in this folder (give the folder that holds them)")
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
+    # Size 0 keeps every point: the default keeps a reservoir sample of 10,000 per tag.
+    accumulator = EventAccumulator(str(folder), size_guidance={SCALARS: 0})
+    accumulator.Reload()
+    records = [
+        (int(event.step), {tag: float(event.value)})
+        for tag in accumulator.Tags()[SCALARS]
+        for event in accumulator.Scalars(tag)
+    ]
+    if not records:
+        raise ReportError(f"{folder}: the event files hold no scalars")
+    return _frame_from_records(records, folder)
+
+
+def _load_wandb(run_path: str) -> pd.DataFrame:
+    """Every history row of a W&B run through the public API (``scan_history``: unsampled, unlike ``history``)."""
+    where = f"wandb:{run_path}"
+    try:
+        import wandb
+    except ImportError:
+        raise ReportError(f"{where}: wandb is not installed (pip install wandb)") from None
+    try:
+        rows = list(wandb.Api().run(run_path).scan_history())
+    except Exception as exc:  # the API raises its own errors, requests' and ValueError: all mean "cannot read"
+        raise ReportError(f"{where}: cannot read the run's history: {type(exc).__name__}: {exc}") from None
+    return _frame_from_records([_json_record(row, f"{where}: row {i}") for i, row in enumerate(rows)], where)
+
+
+def load_run(source: RunSource | str | Path) -> pd.DataFrame:
+    """One run's metrics -> DataFrame indexed by step (sorted ints), one float column per metric.
+
+    A plain path is a log file, or a TensorBoard folder when it is a directory.
+    """
+    if not isinstance(source, RunSource):
+        source = RunSource("tensorboard" if Path(source).is_dir() else "file", str(source))
+    if source.kind == "wandb":
+        return _load_wandb(source.location)
+    path = Path(source.location)
+    if source.kind == "tensorboard":
+        return _load_tensorboard(path)
     if not path.is_file():
         raise ReportError(f"{path}: no such file")
     return _load_csv(path) if path.suffix.lower() == ".csv" else _load_json(path)
@@ -369,25 +463,149 @@ def to_markdown(table: pd.DataFrame, caption: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ------------------------------------------------------------------ seeds
+def seed_groups(labels: list[str]) -> dict[str, list[str]]:
+    """Configuration -> its runs' labels, a configuration being a label less its seed suffix
+    (``_s<N>``, ``-s<N>``, ``_seed<N>``, ``-seed<N>``); a label without one is a configuration of one run."""
+    groups: dict[str, list[str]] = {}
+    for label in labels:
+        match = _SEED_SUFFIX.match(label)
+        groups.setdefault(match["config"] if match else label, []).append(label)
+    return groups
+
+
+def mean_curve(curves: list[pd.DataFrame], k: int = 1) -> pd.DataFrame:
+    """Seeds' curves averaged at the validation steps they all logged: ``rollouts`` and ``accuracy`` are the
+    seeds' means, ``smoothed`` the trailing average of that mean accuracy (see ``smooth``)."""
+    steps = curves[0].index
+    for curve in curves[1:]:
+        steps = steps.intersection(curve.index)
+    mean = pd.DataFrame(index=steps)
+    for column in ("rollouts", "accuracy"):
+        mean[column] = pd.concat([curve.loc[steps, column] for curve in curves], axis=1).mean(axis=1)
+    mean["smoothed"] = smooth(mean["accuracy"], k)
+    return mean
+
+
+def build_seed_table(
+    curves: dict[str, pd.DataFrame],
+    groups: dict[str, list[str]],
+    means: dict[str, pd.DataFrame],
+    target: float,
+    references: tuple[str, ...] = (),
+) -> pd.DataFrame:
+    """One row per configuration: rollouts-to-target over its seeds (those that reached it) and the count."""
+    rows = []
+    for config, labels in groups.items():
+        reached = [r.rollouts for r in (rollouts_to_target(curves[label], target) for label in labels) if r]
+        values = pd.Series(reached, dtype=float)
+        rows.append(
+            {
+                "configuration": config,
+                "runs": ",".join(labels),
+                "seeds": len(labels),
+                "seeds_reached": len(reached),
+                "rollouts_to_target_mean": values.mean() if reached else None,
+                "rollouts_to_target_min": values.min() if reached else None,
+                "rollouts_to_target_max": values.max() if reached else None,
+                "rollouts_to_target_std": values.std(ddof=1) if len(reached) > 1 else None,
+                "peak_mean_accuracy": float(means[config]["smoothed"].max()),
+                "target": target,
+            }
+        )
+    table = pd.DataFrame(rows)
+    # A speed-up of means is only fair when every seed of both configurations got there.
+    complete = table.set_index("configuration").eval("seeds == seeds_reached")
+    means_by_config = table.set_index("configuration")["rollouts_to_target_mean"]
+    for ref in references:
+        table[f"speedup_vs_{ref}"] = [
+            means_by_config[ref] / means_by_config[config] if complete[ref] and complete[config] else None
+            for config in table["configuration"]
+        ]
+    for column in ("rollouts_to_target_mean", "rollouts_to_target_min", "rollouts_to_target_max"):
+        table[column] = pd.to_numeric(table[column])
+    return table
+
+
+def seed_table_markdown(table: pd.DataFrame, caption: str) -> str:
+    ratio_columns = [c for c in table.columns if c.startswith("speedup_vs_")]
+    header = ["configuration", "seeds reaching target", "rollouts to target: mean", "min–max", "std"]
+    header += [f"speed-up vs {c.removeprefix('speedup_vs_')}" for c in ratio_columns]
+    header += ["peak of mean acc"]
+    lines = [caption, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in table.to_dict("records"):
+        spread = "—"
+        if not pd.isna(row["rollouts_to_target_min"]):
+            spread = f"{row['rollouts_to_target_min']:,.0f}–{row['rollouts_to_target_max']:,.0f}"
+        cells = [
+            row["configuration"],
+            f"{row['seeds_reached']} of {row['seeds']}",
+            _cell(row["rollouts_to_target_mean"], ",.0f"),
+            spread,
+            _cell(row["rollouts_to_target_std"], ",.0f"),
+        ]
+        cells += [_cell(row[c], ".2f", suffix="×") for c in ratio_columns]
+        cells += [_cell(row["peak_mean_accuracy"], ".4f")]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 # ------------------------------------------------------------------ plot
-def plot(
-    frames: dict[str, pd.DataFrame], curves: dict[str, pd.DataFrame], target: float, path: Path, ylabel: str
-) -> None:
-    """Smoothed accuracy and zero-variance group share, both against cumulative generated rollouts."""
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
+_LINESTYLES = ("-", "--", "-.", ":")
+
+
+def _style(i: int) -> dict:
+    """Run i's line style. Each later line is thinner with a smaller marker, and every line has its own
+    marker and dash, so lines lying on top of each other (e.g. two runs at 0) all stay visible."""
+    return {
+        "marker": _MARKERS[i % len(_MARKERS)],
+        "linestyle": _LINESTYLES[i % len(_LINESTYLES)],
+        "linewidth": max(3.0 - 0.6 * i, 1.0),
+        "markersize": max(8.0 - 1.5 * i, 3.0),
+        "alpha": 0.85,
+    }
+
+
+def _figure(panels: int):
     # Figure + the Agg canvas directly: no pyplot global state, no display needed.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6 * panels, 4.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(1, panels, squeeze=False)[0]
+
+
+def _rollouts_axis(ax) -> None:
     from matplotlib.ticker import EngFormatter
 
-    fig = Figure(figsize=(12, 4.5), layout="constrained")
-    FigureCanvasAgg(fig)
-    acc_ax, zv_ax = fig.subplots(1, 2)
-    for label, curve in curves.items():
-        (line,) = acc_ax.plot(curve["rollouts"], curve["smoothed"], marker="o", markersize=3, label=label)
+    ax.xaxis.set_major_formatter(EngFormatter())
+    ax.grid(alpha=0.3)
+
+
+def plot(frames: dict[str, pd.DataFrame], curves: dict[str, pd.DataFrame], target: float, path: Path, ylabel: str):
+    """Smoothed accuracy and zero-variance group share, both against cumulative generated rollouts.
+
+    Writes ``path`` and returns the matplotlib Figure."""
+    fig, (acc_ax, zv_ax) = _figure(2)
+    for i, (label, curve) in enumerate(curves.items()):
+        style = _style(i)
+        (line,) = acc_ax.plot(curve["rollouts"], curve["smoothed"], label=label, zorder=2 + i, **style)
         frame = frames[label]
         if ZERO_VAR in frame.columns:
             points = frame[[ROLLOUTS, ZERO_VAR]].dropna()
-            zv_ax.plot(points[ROLLOUTS], points[ZERO_VAR], color=line.get_color(), label=label)
+            # Markers at every 8th point or so: a long run's marks would otherwise merge into a thick band.
+            every = max(len(points) // 12, 1)
+            zv_ax.plot(
+                points[ROLLOUTS],
+                points[ZERO_VAR],
+                color=line.get_color(),
+                label=label,
+                zorder=2 + i,
+                markevery=every,
+                **style,
+            )
         else:
             logger.warning("run %s: no %s logged; left out of the second panel", label, ZERO_VAR)
     acc_ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:.4f}")
@@ -396,17 +614,55 @@ def plot(
         title="Zero-variance groups in the trained batch",
         xlabel="cumulative generated rollouts",
         ylabel="share of trained groups with equal rewards",
-        ylim=(0, 1),
+        ylim=(-0.03, 1.03),  # a margin, so a run lying on 0 or 1 is not drawn over the frame
     )
     for ax in (acc_ax, zv_ax):
-        ax.xaxis.set_major_formatter(EngFormatter())
-        ax.grid(alpha=0.3)
+        _rollouts_axis(ax)
     acc_ax.legend()
     if zv_ax.has_data():
         zv_ax.legend()
     else:
         zv_ax.text(0.5, 0.5, f"{ZERO_VAR} not logged", ha="center", transform=zv_ax.transAxes)
     fig.savefig(path, dpi=150)
+    return fig
+
+
+def plot_seeds(
+    curves: dict[str, pd.DataFrame],
+    groups: dict[str, list[str]],
+    means: dict[str, pd.DataFrame],
+    target: float,
+    path: Path,
+    ylabel: str,
+):
+    """Per configuration: each seed's smoothed accuracy as a thin line, the mean curve as a thick one.
+
+    Writes ``path`` and returns the matplotlib Figure."""
+    fig, (ax,) = _figure(1)
+    for i, (config, labels) in enumerate(groups.items()):
+        style = _style(i)
+        mean = means[config]
+        (line,) = ax.plot(
+            mean["rollouts"], mean["smoothed"], label=f"{config} (mean of {len(labels)})", zorder=3 + i, **style
+        )
+        for label in labels:
+            curve = curves[label]
+            ax.plot(
+                curve["rollouts"],
+                curve["smoothed"],
+                color=line.get_color(),
+                linestyle=style["linestyle"],
+                linewidth=0.8,
+                alpha=0.4,
+                zorder=2,
+            )
+    ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:.4f}")
+    ax.set(title="Validation accuracy: seeds (thin) and their mean (thick)", xlabel="cumulative generated rollouts")
+    ax.set(ylabel=ylabel)
+    _rollouts_axis(ax)
+    ax.legend()
+    fig.savefig(path, dpi=150)
+    return fig
 
 
 # ------------------------------------------------------------------ CLI
@@ -438,15 +694,28 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m recipe.pc.report",
         description="Rollouts to reach a target validation accuracy, per run, as a table and a plot.",
+        epilog=(
+            "RUN forms: LABEL=log.jsonl (verl file logger), LABEL=export.csv / history.json (W&B exports), "
+            "LABEL=tb:DIR or a DIR holding events.out.tfevents.* (verl tensorboard logger), "
+            "LABEL=wandb:ENTITY/PROJECT/RUN_ID (read through the W&B API; needs a login). "
+            "--seeds: runs labelled CONFIG_s1, CONFIG_s2, ... (also -s<N>, _seed<N>, -seed<N>) are seeds of "
+            "CONFIG; the target is the peak of the baseline configuration's mean curve (its seeds averaged at "
+            "the validation steps they all logged); each configuration gets the mean, min-max and sample std of "
+            "its seeds' rollouts-to-target, over the seeds that reached it, and how many did. Outputs then are "
+            f"seeds_table.md, seeds_table.csv and seeds_accuracy_vs_rollouts.png. The plot needs matplotlib "
+            f"({INSTALL_PLOT}); without it the tables are still written."
+        ),
     )
     parser.add_argument(
-        "runs", nargs="+", metavar="RUN", help="LABEL=PATH or PATH (verl file-logger JSONL, W&B CSV/JSON)"
+        "runs", nargs="+", metavar="RUN", help="[LABEL=]PATH, [LABEL=]tb:DIR or [LABEL=]wandb:ENTITY/PROJECT/RUN_ID"
     )
     parser.add_argument(
-        "--baseline", metavar="LABEL", help="label of the GRPO baseline run (default: the run labelled *grpo*)"
+        "--baseline",
+        metavar="LABEL",
+        help="the GRPO baseline run, or configuration with --seeds (default: the one labelled *grpo*)",
     )
     parser.add_argument(
-        "--compare", metavar="LABEL", help="label of a second reference run (default: the run labelled *dapo*)"
+        "--compare", metavar="LABEL", help="a second reference run or configuration (default: the one labelled *dapo*)"
     )
     parser.add_argument(
         "--target", metavar="ACC", type=float, help="target accuracy (default: the baseline's peak smoothed accuracy)"
@@ -456,28 +725,58 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--benchmarks", metavar="A,B", help="comma-separated data sources to average (default: all runs' common ones)"
     )
     parser.add_argument(
-        "--out", metavar="DIR", type=Path, default=Path("."), help="directory for table.md, table.csv and the plot"
+        "--seeds", action="store_true", help="aggregate runs that differ only by a seed suffix (see below)"
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"folder for the tables and the plot (default: {DEFAULT_OUT}/, created if missing)",
     )
     parser.add_argument("--no-plot", action="store_true", help="skip the plot (matplotlib not needed)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.smooth < 1:
+        parser.error(f"--smooth must be >= 1, got {args.smooth}")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out}: exists and is not a folder")
+    return args
 
 
-def _load_runs(specs: list[str]) -> dict[str, pd.DataFrame]:
-    frames: dict[str, pd.DataFrame] = {}
+def _parse_runs(specs: list[str]) -> dict[str, RunSource]:
+    """Every RUN argument checked before any is loaded (a W&B read can take minutes)."""
+    sources: dict[str, RunSource] = {}
     for spec in specs:
-        label, path = parse_run_arg(spec)
-        if label in frames:
+        label, source = parse_run_arg(spec)
+        if label in sources:
             raise ReportError(f"two runs are labelled {label}; name them with LABEL=PATH")
+        sources[label] = source
+    return sources
+
+
+def _load_runs(sources: dict[str, RunSource]) -> dict[str, pd.DataFrame]:
+    frames: dict[str, pd.DataFrame] = {}
+    for label, source in sources.items():
         try:
-            frames[label] = load_run(path)
+            frames[label] = load_run(source)
         except ReportError as exc:
             logger.error("run %s skipped: %s", label, exc)
     return frames
 
 
-def report(args: argparse.Namespace) -> str:
-    """Run the whole report; returns the Markdown table. Raises ReportError when none can be made."""
-    frames = _load_runs(args.runs)
+def _plot_possible(args: argparse.Namespace) -> bool:
+    if args.no_plot:
+        return False
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        logger.warning("matplotlib is not installed, so no plot (%s); the tables are written", INSTALL_PLOT)
+        return False
+    return True
+
+
+def _curves(args: argparse.Namespace, frames: dict[str, pd.DataFrame]):
+    """Validation curves of the usable runs, the benchmarks averaged and each run's columns for them."""
     requested = [b.strip() for b in args.benchmarks.split(",") if b.strip()] if args.benchmarks else None
     usable, all_columns = {}, {}
     for label, frame in frames.items():
@@ -500,43 +799,112 @@ def report(args: argparse.Namespace) -> str:
         curves[label] = curve
     if not curves:
         raise ReportError("no usable run")
-    labels = list(curves)
     for b in benchmarks:
-        logged_as = {label: columns[label][b] for label in labels}
+        logged_as = {label: columns[label][b] for label in curves}
         if len(set(logged_as.values())) > 1:
             logger.warning("benchmark %s is averaged over different sample counts: %s", b, logged_as)
+    return usable, curves, benchmarks, columns
+
+
+def _describe(args: argparse.Namespace, benchmarks: list[str], columns: dict[str, str]) -> tuple[str, str]:
+    """Caption text for the averaged benchmarks and smoothing, and the plot's y label."""
+    bench_text = ", ".join(f"{b} ({columns[b].rsplit('/', 1)[1]})" for b in benchmarks)
+    smoothing = f"trailing average of {args.smooth} validation points" if args.smooth > 1 else "unsmoothed"
+    ylabel = f"mean accuracy ({', '.join(benchmarks)})" + (f", smoothed K={args.smooth}" if args.smooth > 1 else "")
+    return f"mean of {bench_text}, {smoothing}", ylabel
+
+
+def _write(path: Path, text: str, written: list[Path]) -> None:
+    path.write_text(text)
+    written.append(path)
+
+
+def _per_run_report(args, frames, curves, benchmarks, columns, written: list[Path]) -> str:
+    labels = list(curves)
     baseline = _pick_baseline(labels, args.baseline, args.target is not None)
     compare = _pick_compare(labels, args.compare, baseline)
     target = args.target if args.target is not None else float(curves[baseline]["smoothed"].max())
-
-    table = build_table(usable, curves, target, baseline, compare)
-    first = columns[labels[0]]
-    bench_text = ", ".join(f"{b} ({first[b].rsplit('/', 1)[1]})" for b in benchmarks)
+    table = build_table(frames, curves, target, baseline, compare)
+    method, ylabel = _describe(args, benchmarks, columns[labels[0]])
     source = "given" if args.target is not None else f"peak of {baseline}"
-    smoothing = f"trailing average of {args.smooth} validation points" if args.smooth > 1 else "unsmoothed"
     caption = (
-        f"Target accuracy {target:.4f} ({source}): mean of {bench_text}, {smoothing}; "
+        f"Target accuracy {target:.4f} ({source}): {method}; "
         "rollouts = cumulative generated rollouts at the first validation point at or above the target."
     )
     markdown = to_markdown(table, caption)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "table.md").write_text(markdown)
-    table.to_csv(args.out / "table.csv", index=False)
-    if not args.no_plot:
-        ylabel = f"mean accuracy ({', '.join(benchmarks)})" + (f", smoothed K={args.smooth}" if args.smooth > 1 else "")
-        plot(usable, curves, target, args.out / "accuracy_vs_rollouts.png", ylabel)
+    _write(args.out / "table.md", markdown, written)
+    _write(args.out / "table.csv", table.to_csv(index=False), written)
+    if _plot_possible(args):
+        plot(frames, curves, target, args.out / "accuracy_vs_rollouts.png", ylabel)
+        written.append(args.out / "accuracy_vs_rollouts.png")
     return markdown
+
+
+def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> str:
+    groups = seed_groups(list(curves))
+    means = {}
+    for config, labels in list(groups.items()):
+        means[config] = mean_curve([curves[label] for label in labels], args.smooth)
+        if means[config].empty:
+            logger.error("configuration %s: its seeds %s share no validation step; skipped", config, labels)
+            del groups[config], means[config]
+            continue
+        left_out = sorted({s for label in labels for s in curves[label].index} - set(means[config].index))
+        if left_out:
+            logger.warning(
+                "configuration %s: steps %s are not logged by every seed; left out of the mean", config, left_out
+            )
+    if not groups:
+        raise ReportError("no usable configuration")
+    configs = list(groups)
+    baseline = _pick_baseline(configs, args.baseline, args.target is not None)
+    compare = _pick_compare(configs, args.compare, baseline)
+    target = args.target if args.target is not None else float(means[baseline]["smoothed"].max())
+    references = tuple(ref for ref in (baseline, compare) if ref is not None)
+    table = build_seed_table(curves, groups, means, target, references)
+    method, ylabel = _describe(args, benchmarks, columns[next(iter(curves))])
+    source = "given" if args.target is not None else f"peak of {baseline}'s mean curve over its seeds"
+    caption = (
+        f"Target accuracy {target:.4f} ({source}): {method}; rollouts-to-target per seed as in the per-run table, "
+        "then mean, min–max and sample std over the seeds that reached the target."
+    )
+    markdown = seed_table_markdown(table, caption)
+    _write(args.out / "seeds_table.md", markdown, written)
+    _write(args.out / "seeds_table.csv", table.to_csv(index=False), written)
+    if _plot_possible(args):
+        plot_seeds(curves, groups, means, target, args.out / "seeds_accuracy_vs_rollouts.png", ylabel)
+        written.append(args.out / "seeds_accuracy_vs_rollouts.png")
+    return markdown
+
+
+def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
+    """Run the whole report; returns the Markdown table and the files written.
+
+    Raises ReportError when no table can be made.
+    """
+    sources = _parse_runs(args.runs)
+    frames, curves, benchmarks, columns = _curves(args, _load_runs(sources))
+    args.out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if args.seeds:
+        markdown = _seed_report(args, curves, benchmarks, columns, written)
+    else:
+        markdown = _per_run_report(args, frames, curves, benchmarks, columns, written)
+    return markdown, written
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(levelname)s: %(message)s", stream=sys.stderr)
     args = _parse_args(argv)
     try:
-        markdown = report(args)
+        markdown, written = report(args)
     except ReportError as exc:
         logger.error("%s", exc)
         return 2
     sys.stdout.write(markdown)
+    # stderr, so that stdout stays exactly the Markdown table for piping.
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
