@@ -1,24 +1,22 @@
 #!/usr/bin/env bash
 # Builds every math train and eval parquet of spec §11 under $DATA_DIR (default ~/data) from the hub.
 #   DATA_DIR=/path/to/data bash data/e2e_process_data.sh
-# DEEPMATH_PREFILTERED=1 reads friendshipkim/DeepMath-103K-filtered (the split the reference trained on)
-# instead of filtering zwhe99/DeepMath-103K here; PYTHON picks the interpreter.
+# DeepMath is written twice, one copy per preset of train_scripts/: deepmath_103k_prefiltered (the authors'
+# friendshipkim/DeepMath-103K-filtered, PRESET=reference) and deepmath_103k_filtered (zwhe99/DeepMath-103K
+# filtered here, PRESET=improved). PYTHON picks the interpreter.
 set -euo pipefail
 
 DATA_DIR="${DATA_DIR:-$HOME/data}"
 PYTHON="${PYTHON:-python}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-DEEPMATH_FLAGS=()
-if [[ "${DEEPMATH_PREFILTERED:-0}" == "1" ]]; then
-  DEEPMATH_FLAGS=(--prefiltered)
-fi
 
 step() {
   echo "+ $*"
   "$@"
 }
 
-step "$PYTHON" "$HERE/process_deepmath.py" --out_dir "$DATA_DIR/deepmath_103k_filtered" "${DEEPMATH_FLAGS[@]}"
+step "$PYTHON" "$HERE/process_deepmath.py" --out_dir "$DATA_DIR/deepmath_103k_prefiltered" --prefiltered
+step "$PYTHON" "$HERE/process_deepmath.py" --out_dir "$DATA_DIR/deepmath_103k_filtered"
 step "$PYTHON" "$HERE/process_polaris.py" --out_dir "$DATA_DIR/polaris_53k"
 step "$PYTHON" "$HERE/process_dapo17k.py" --out_dir "$DATA_DIR/dapo_formatted"
 for dataset in aime_2024 aime_2025 amc_2023 math_500 minerva_math olympiad_bench; do

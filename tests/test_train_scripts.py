@@ -65,7 +65,7 @@ def test_script_environment_and_passthrough_overrides():
     )
     assert cfg["actor_rollout_ref"]["model"]["path"] == "/models/q"
     assert (cfg["trainer"]["nnodes"], cfg["trainer"]["n_gpus_per_node"]) == (2, 4)
-    assert cfg["trainer"]["default_local_dir"] == "/ck/pc_qwen3-4b_p16c48"
+    assert cfg["trainer"]["default_local_dir"] == "/ck/pc_qwen3-4b_p16c48-reference"
     env = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"], "DATA_DIR": "/d", "DRY_RUN": "1"}
     out = subprocess.run(
         ["bash", os.path.join(ROOT, "train_scripts", "pc_qwen3-4b_p16c48.sh"), "algorithm.exploration.n=8"],

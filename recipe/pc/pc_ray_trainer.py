@@ -92,6 +92,7 @@ class RayPCTrainer(RayPPOTrainer):
             prompt_strategy=self.pc.prompt_strategy,
             response_strategy=self.pc.response_strategy,
             rng=self.rng,
+            tie_order=self.pc.buffer_tie_order,
         )
         self.evict_next_epoch: set[int] = set()
         self.cumulative_rollouts = 0
@@ -167,7 +168,7 @@ class RayPCTrainer(RayPPOTrainer):
                 if not self._batch_ready(tally):
                     continue
 
-                is_last_step = self.global_steps >= self.total_training_steps
+                is_last_step = self._is_last_step()
                 with marked_timer("step", timing_raw):
                     # Replicas stay awake across the rounds of a step (a sleeping replica cannot
                     # generate); they sleep once, before the actor needs the GPU, and wake on update_weights.
@@ -206,6 +207,10 @@ class RayPCTrainer(RayPPOTrainer):
                 break
 
         self._finish_after_last_epoch(last_validated_step)
+
+    def _is_last_step(self) -> bool:
+        """total_training_steps counts optimizer steps (the DAPO baseline may count rounds instead)."""
+        return self.global_steps >= self.total_training_steps
 
     def _run_round(self, batch_dict: dict, tally: StepTally, parts: list, timing_raw: dict) -> DataProto | None:
         """One round: pilot the new prompts, commit buffered ones, in one generation call.
