@@ -41,6 +41,7 @@ from verl.utils.tracking import Tracking
 
 from recipe.pc.allocation import classify_pilot, commit_size, generation_divisor, group_rows, group_stats
 from recipe.pc.metrics import StepTally, step_metrics
+from recipe.pc.minibatch import mini_batch_plan, pad_partial_mini_batch
 from recipe.pc.replay_buffer import Draw, PilotReplayBuffer
 from recipe.pc.settings import PCConfigError, PCSettings
 
@@ -513,6 +514,23 @@ class RayPCTrainer(RayPPOTrainer):
         return batch
 
     def _update_actor(self, batch: DataProto) -> DataProto:
+        dp_size = self._get_dp_size(self.actor_rollout_wg, "actor")
+        plan = mini_batch_plan(
+            self.pc, dp_size, int(self.config.actor_rollout_ref.actor.ppo_mini_batch_size), rows=len(batch)
+        )
+        if self.pc.partial_mini_batch:
+            # The reference's partial last mini-batch (recipe/pc/minibatch.py), still one update_actor call.
+            batch = pad_partial_mini_batch(batch, plan, dp_size)
+        output = self._update_actor_in_units(batch)
+        metrics = output.meta_info["metrics"]
+        metrics["training/ppo_mini_batches"] = plan.num_updates
+        metrics["training/partial_mini_batch_weight"] = plan.partial_weight if plan.partial_rows else 1.0
+        # verl appends one grad_norm per optimizer step: the updates the actor really ran.
+        if isinstance(metrics.get("actor/grad_norm"), list):
+            metrics["training/optimizer_steps"] = len(metrics["actor/grad_norm"])
+        return output
+
+    def _update_actor_in_units(self, batch: DataProto) -> DataProto:
         if self.pc.mini_batch_multiplier == self.pc.n_commit:
             return super()._update_actor(batch)
         # verl sizes PPO mini-batches as ppo_mini_batch_size * rollout.n rows; for the duration of

@@ -96,6 +96,8 @@ class PCSettings:
             buffer_tie_order=str(algo.get("buffer_tie_order", "newest_first")),
         )
         settings.validate()
+        if settings.partial_mini_batch:  # --- reference-preset keys (issue #11) ---
+            check_partial_mini_batch(config.actor_rollout_ref.actor)
         return settings
 
     def validate(self) -> None:
@@ -214,3 +216,17 @@ class PCSettings:
                 f"multiple of ppo_mini_batch_size * {mult}, or set algorithm.mini_batch_unit=group "
                 "(or algorithm.partial_mini_batch=true for the reference's partial last mini-batch)"
             )
+
+
+def check_partial_mini_batch(actor) -> None:
+    """algorithm.partial_mini_batch weights the last mini-batch through a token-mean loss over rows in order."""
+    if actor.get("loss_agg_mode", "token-mean") != "token-mean":
+        raise PCConfigError(
+            f"algorithm.partial_mini_batch=true needs actor_rollout_ref.actor.loss_agg_mode=token-mean "
+            f"(got {actor.loss_agg_mode!r}): the partial mini-batch's weight is set for a token-mean loss"
+        )
+    if actor.get("shuffle", False):
+        raise PCConfigError(
+            "algorithm.partial_mini_batch=true needs actor_rollout_ref.actor.shuffle=false: shuffling would move "
+            "the padding rows out of the last mini-batch"
+        )
