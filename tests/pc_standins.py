@@ -269,7 +269,9 @@ class StandInActorWorkerGroup:
         )
         # verl's metrics hold one grad_norm per optimizer step (one per mini-batch of a rank).
         grad_norms = [1.0] * (per_rank // mini_per_rank) * tu.get_non_tensor_data(data, "epochs", 1)
-        return tu.get_tensordict({}, non_tensor_dict={"metrics": {"mfu": 0.0, "pg_loss": [0.0], "grad_norm": grad_norms}})
+        return tu.get_tensordict(
+            {}, non_tensor_dict={"metrics": {"mfu": 0.0, "pg_loss": [0.0], "grad_norm": grad_norms}}
+        )
 
 
 class StandInCheckpointManager:

@@ -68,7 +68,9 @@ def _deepmath_folder(cfg, script):
 ROW_VALUES = {
     "algorithm.mini_batch_unit": lambda cfg, s: cfg.algorithm.mini_batch_unit,
     "algorithm.partial_mini_batch": lambda cfg, s: str(cfg.algorithm.partial_mini_batch).lower(),
-    "reward.custom_reward_function.reward_kwargs.grader": lambda cfg, s: cfg.reward.custom_reward_function.reward_kwargs.grader,
+    "reward.custom_reward_function.reward_kwargs.grader": lambda cfg, s: (
+        cfg.reward.custom_reward_function.reward_kwargs.grader
+    ),
     "data.train_files (1.5B scripts)": _deepmath_folder,
     "algorithm.dapo_step_unit": lambda cfg, s: cfg.algorithm.dapo_step_unit,
     "actor_rollout_ref.rollout.n (4B DAPO)": lambda cfg, s: (

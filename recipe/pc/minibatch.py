@@ -73,7 +73,9 @@ def pad_partial_mini_batch(batch: DataProto, plan: MiniBatchPlan, dp_size: int) 
         pad = np.resize(own[-tail:], plan.padding_rows)  # copies keep real sequence lengths for the forward
         index.append(np.concatenate([own, pad]))
         is_pad.append(np.r_[np.zeros(per_rank, bool), np.ones(plan.padding_rows, bool)])
-        in_partial.append(np.r_[np.zeros(per_rank - tail, bool), np.ones(tail, bool), np.zeros(plan.padding_rows, bool)])
+        in_partial.append(
+            np.r_[np.zeros(per_rank - tail, bool), np.ones(tail, bool), np.zeros(plan.padding_rows, bool)]
+        )
     padded = batch.select_idxs(np.concatenate(index))
     is_pad = torch.from_numpy(np.concatenate(is_pad))
     in_partial = torch.from_numpy(np.concatenate(in_partial))
