@@ -194,6 +194,8 @@ class ActorCall:
     is_pilot: list = field(default_factory=list)
     acc: list = field(default_factory=list)
     mini_batch_rows: int | None = None
+    advantages: torch.Tensor | None = None  # update_actor: per-row, as received (padded layout)
+    loss_tokens: torch.Tensor | None = None  # update_actor: loss_mask tokens per row
 
 
 class StandInActorWorkerGroup:
@@ -261,8 +263,15 @@ class StandInActorWorkerGroup:
         per_rank, mini_per_rank = rows // self.dp_size, mini // self.dp_size
         assert per_rank % mini_per_rank == 0, f"{per_rank} % {mini_per_rank} != 0 (verl's make_iterator)"
         assert torch.isfinite(data["advantages"]).all()
-        self._record("update_actor", data, mini_batch_rows=mini)
-        return tu.get_tensordict({}, non_tensor_dict={"metrics": {"mfu": 0.0, "pg_loss": [0.0], "grad_norm": 1.0}})
+        loss_tokens = data["loss_mask"].sum(dim=-1)  # left_right_2_no_padding makes it the response_mask
+        self._record(
+            "update_actor", data, mini_batch_rows=mini, advantages=data["advantages"].clone(), loss_tokens=loss_tokens
+        )
+        # verl's metrics hold one grad_norm per optimizer step (one per mini-batch of a rank).
+        grad_norms = [1.0] * (per_rank // mini_per_rank) * tu.get_non_tensor_data(data, "epochs", 1)
+        return tu.get_tensordict(
+            {}, non_tensor_dict={"metrics": {"mfu": 0.0, "pg_loss": [0.0], "grad_norm": grad_norms}}
+        )
 
 
 class StandInCheckpointManager:

@@ -49,7 +49,9 @@ def test_paper_script_composes_and_validates(script):
     OmegaConf.resolve(cfg)
     settings = PCSettings.from_config(cfg)
     assert settings.method == {"grpo": "grpo", "dapo": "dapo", "pc": "pilot_commit"}[script.split("_")[0]]
-    assert settings.group_size == (128 if "1.5b" in script else 64)
+    # The default PRESET=reference runs the authors' n=16 in the 4B DAPO script (README table).
+    expected_group = 16 if script == "dapo_qwen3-4b_n64.sh" else (128 if "1.5b" in script else 64)
+    assert settings.group_size == expected_group
     assert settings.train_batch_size == 128
     dp = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
     settings.check_parallel_sizes(dp, cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
@@ -65,7 +67,7 @@ def test_script_environment_and_passthrough_overrides():
     )
     assert cfg["actor_rollout_ref"]["model"]["path"] == "/models/q"
     assert (cfg["trainer"]["nnodes"], cfg["trainer"]["n_gpus_per_node"]) == (2, 4)
-    assert cfg["trainer"]["default_local_dir"] == "/ck/pc_qwen3-4b_p16c48"
+    assert cfg["trainer"]["default_local_dir"] == "/ck/pc_qwen3-4b_p16c48-reference"
     env = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"], "DATA_DIR": "/d", "DRY_RUN": "1"}
     out = subprocess.run(
         ["bash", os.path.join(ROOT, "train_scripts", "pc_qwen3-4b_p16c48.sh"), "algorithm.exploration.n=8"],

@@ -6,7 +6,9 @@
 #   CKPTS_DIR        checkpoint root (default <repo>/checkpoints)
 #   NNODES           nodes (each script sets its paper default)
 #   NGPUS_PER_NODE   GPUs per node (default 8)
-#   GRADER           math_verify (default) | math_dapo: the grader of recipe.pc.rewards.math_reward
+#   PRESET           reference (default): the authors' run semantics wherever verl 0.9.1 allows |
+#                    improved: our behaviour choices (recipe/pc/config/preset/*.yaml; README table)
+#   GRADER           reference | math_verify | math_dapo: overrides the preset's grader of recipe.pc.rewards.math_reward
 #   DRY_RUN=1        print the composed config instead of training (no GPU needed)
 # Extra Hydra overrides given to a script are appended last, so they win.
 
@@ -14,7 +16,14 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DATA_DIR=${DATA_DIR:-$HOME/data}
 CKPTS_DIR=${CKPTS_DIR:-$REPO/checkpoints}
 NGPUS_PER_NODE=${NGPUS_PER_NODE:-8}
-GRADER=${GRADER:-math_verify}
+PRESET=${PRESET:-reference}
+case "$PRESET" in
+  reference) DEEPMATH_DIR=deepmath_103k_prefiltered ;;  # the authors' pre-filtered copy (--prefiltered)
+  improved) DEEPMATH_DIR=deepmath_103k_filtered ;;  # filtered here, with our own test split
+  *) echo "PRESET=$PRESET: choose reference or improved" >&2; exit 2 ;;
+esac
+GRADER_OVERRIDE=()
+[ -n "${GRADER:-}" ] && GRADER_OVERRIDE=("++reward.custom_reward_function.reward_kwargs.grader=$GRADER")
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 
 MAX_PROMPT_LENGTH=2048
@@ -23,7 +32,7 @@ VAL_FILES="['$DATA_DIR/math_test/aime-2024-nosystem-boxed.parquet',\
 '$DATA_DIR/math_test/aime-2025-nosystem-boxed.parquet',\
 '$DATA_DIR/math_test/amc-2023-nosystem-boxed.parquet',\
 '$DATA_DIR/math_test/math-500-nosystem-boxed.parquet',\
-'$DATA_DIR/deepmath_103k_filtered/test.parquet',\
+'$DATA_DIR/$DEEPMATH_DIR/test.parquet',\
 '$DATA_DIR/math_test/minerva-math-nosystem-boxed.parquet',\
 '$DATA_DIR/math_test/olympiad-bench-nosystem-boxed.parquet']"
 
@@ -37,7 +46,9 @@ launch() {
   [ "$overlong_len" -gt 0 ] && overlong_enable=true
   local cfg_flag=()
   [ "${DRY_RUN:-0}" = 1 ] && cfg_flag=(--cfg job)
+  # The preset is selected first, so every override below (and the script's own) wins over it.
   python3 -m recipe.pc.main_pc \
+    preset="$PRESET" \
     data.train_files="$train_file" \
     data.val_files="$VAL_FILES" \
     data.prompt_key=prompt \
@@ -88,13 +99,12 @@ launch() {
     reward.reward_manager.name=dapo \
     reward.custom_reward_function.path=pkg://recipe.pc.rewards.math_reward \
     reward.custom_reward_function.name=compute_score \
-    +reward.custom_reward_function.reward_kwargs.grader="$GRADER" \
     reward.reward_kwargs.overlong_buffer_cfg.enable=$overlong_enable \
     reward.reward_kwargs.overlong_buffer_cfg.len="$overlong_len" \
     reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0 \
     trainer.logger="['console','wandb']" \
     trainer.project_name=pilot-commit \
-    trainer.experiment_name="$experiment" \
+    trainer.experiment_name="$experiment-$PRESET" \
     trainer.nnodes="$NNODES" \
     trainer.n_gpus_per_node="$NGPUS_PER_NODE" \
     trainer.val_before_train=true \
@@ -102,8 +112,8 @@ launch() {
     trainer.save_freq=20 \
     trainer.total_epochs=100 \
     trainer.total_training_steps="$total_steps" \
-    trainer.default_local_dir="$CKPTS_DIR/$experiment" \
-    "$@" "${cfg_flag[@]}"
+    trainer.default_local_dir="$CKPTS_DIR/$experiment-$PRESET" \
+    "${GRADER_OVERRIDE[@]}" "$@" "${cfg_flag[@]}"
 }
 
 # Method presets (spec 7.2/7.3). Each takes the group size (or pilot and commit counts) and leaves
@@ -116,11 +126,13 @@ dapo_args() {  # N
     "algorithm.filter_groups.metric=acc algorithm.filter_groups.max_num_gen_batches=10"
 }
 pc_args() {  # N_PILOT N_COMMIT BUFFER_SAMPLING
-  # mini_batch_unit=group: verl 0.9.1 cannot run the reference's partial last mini-batch
-  # (128 x 128 rows do not divide into 32 x 96), so PC takes GRPO's 4 updates per step.
+  # PPO mini-batch arithmetic comes from the preset: reference = 32 x n_commit rows with a partial
+  # last one (6 updates per step), improved = whole groups (GRPO's 4).
   echo "algorithm.rollout_allocation=pilot_commit data.gen_batch_size=384" \
     "algorithm.exploration.n=$1 actor_rollout_ref.rollout.n=$2 algorithm.buffer_sampling_method=$3" \
     "algorithm.diversity_threshold_upper=0.25 algorithm.diversity_threshold_lower=0.125" \
-    "algorithm.exclude_threshold_upper=1.0 algorithm.buffer_max_off_steps=4 algorithm.max_num_gen_batches=10" \
-    "algorithm.mini_batch_unit=group"
+    "algorithm.exclude_threshold_upper=1.0 algorithm.buffer_max_off_steps=4 algorithm.max_num_gen_batches=10"
 }
+
+# The DeepMath train split of the preset (the test split is in VAL_FILES).
+DEEPMATH_TRAIN="$DATA_DIR/$DEEPMATH_DIR/train.parquet"

@@ -5,4 +5,4 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 MODEL_PATH=${MODEL_PATH:-friendshipkim/Qwen2.5-Math-1.5B}
 NNODES=${NNODES:-2}
-launch grpo_qwen2.5-1.5b_n128 "$DATA_DIR/deepmath_103k_filtered/train.parquet" 8192 4096 1000 $(grpo_args 128) "$@"
+launch grpo_qwen2.5-1.5b_n128 "$DEEPMATH_TRAIN" 8192 4096 1000 $(grpo_args 128) "$@"

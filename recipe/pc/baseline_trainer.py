@@ -4,8 +4,10 @@
 per step, every group trained. ``algorithm.rollout_allocation=dapo``: rounds of
 ``gen_batch_size`` prompts x ``rollout.n``; groups whose ``filter_groups.metric`` does not vary
 are dropped, kept groups accumulate until ``train_batch_size`` prompts and the surplus of the
-last round is discarded (as verl's DAPO recipe does). In both, ``total_training_steps`` counts
-optimizer steps, and every generated rollout counts in ``rollout_stats/*``.
+last round is discarded (as verl's DAPO recipe does). ``total_training_steps`` counts optimizer
+steps, except for DAPO with ``algorithm.dapo_step_unit=round`` (the reference preset): then it counts
+generation rounds, as the reference's DAPO trainer did, and the run ends with the first optimizer step
+completed in or after round ``total_training_steps``. Every generated rollout counts in ``rollout_stats/*``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ from recipe.pc.pc_ray_trainer import RayPCTrainer
 
 
 class RayBaselineTrainer(RayPCTrainer):
+    def _is_last_step(self) -> bool:
+        if self.pc.method == "dapo" and self.pc.dapo_step_unit == "round":
+            return self.total_sampling_rounds >= self.total_training_steps
+        return super()._is_last_step()
+
     def _run_round(self, batch_dict: dict, tally: StepTally, parts: list, timing_raw: dict) -> DataProto | None:
         prompts = self._start_round(batch_dict, tally)
         with marked_timer("gen", timing_raw, color="red"):

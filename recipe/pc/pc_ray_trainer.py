@@ -42,6 +42,7 @@ from verl.utils.tracking import Tracking
 
 from recipe.pc.allocation import classify_pilot, commit_size, generation_divisor, group_rows, group_stats
 from recipe.pc.metrics import StepTally, step_metrics
+from recipe.pc.minibatch import mini_batch_plan, pad_partial_mini_batch
 from recipe.pc.replay_buffer import Draw, PilotReplayBuffer
 from recipe.pc.rollout_dump import append_records, rollout_records
 from recipe.pc.settings import PCConfigError, PCSettings
@@ -94,6 +95,7 @@ class RayPCTrainer(RayPPOTrainer):
             prompt_strategy=self.pc.prompt_strategy,
             response_strategy=self.pc.response_strategy,
             rng=self.rng,
+            tie_order=self.pc.buffer_tie_order,
         )
         self.evict_next_epoch: set[int] = set()
         self.cumulative_rollouts = 0
@@ -169,7 +171,7 @@ class RayPCTrainer(RayPPOTrainer):
                 if not self._batch_ready(tally):
                     continue
 
-                is_last_step = self.global_steps >= self.total_training_steps
+                is_last_step = self._is_last_step()
                 with marked_timer("step", timing_raw):
                     # Replicas stay awake across the rounds of a step (a sleeping replica cannot
                     # generate); they sleep once, before the actor needs the GPU, and wake on update_weights.
@@ -208,6 +210,10 @@ class RayPCTrainer(RayPPOTrainer):
                 break
 
         self._finish_after_last_epoch(last_validated_step)
+
+    def _is_last_step(self) -> bool:
+        """total_training_steps counts optimizer steps (the DAPO baseline may count rounds instead)."""
+        return self.global_steps >= self.total_training_steps
 
     def _run_round(self, batch_dict: dict, tally: StepTally, parts: list, timing_raw: dict) -> DataProto | None:
         """One round: pilot the new prompts, commit buffered ones, in one generation call.
@@ -532,6 +538,23 @@ class RayPCTrainer(RayPPOTrainer):
         return batch
 
     def _update_actor(self, batch: DataProto) -> DataProto:
+        dp_size = self._get_dp_size(self.actor_rollout_wg, "actor")
+        plan = mini_batch_plan(
+            self.pc, dp_size, int(self.config.actor_rollout_ref.actor.ppo_mini_batch_size), rows=len(batch)
+        )
+        if self.pc.partial_mini_batch:
+            # The reference's partial last mini-batch (recipe/pc/minibatch.py), still one update_actor call.
+            batch = pad_partial_mini_batch(batch, plan, dp_size)
+        output = self._update_actor_in_units(batch)
+        metrics = output.meta_info["metrics"]
+        metrics["training/ppo_mini_batches"] = plan.num_updates
+        metrics["training/partial_mini_batch_weight"] = plan.partial_weight if plan.partial_rows else 1.0
+        # verl appends one grad_norm per optimizer step: the updates the actor really ran.
+        if isinstance(metrics.get("actor/grad_norm"), list):
+            metrics["training/optimizer_steps"] = len(metrics["actor/grad_norm"])
+        return output
+
+    def _update_actor_in_units(self, batch: DataProto) -> DataProto:
         if self.pc.mini_batch_multiplier == self.pc.n_commit:
             return super()._update_actor(batch)
         # verl sizes PPO mini-batches as ppo_mini_batch_size * rollout.n rows; for the duration of

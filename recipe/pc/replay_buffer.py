@@ -17,6 +17,8 @@ from recipe.pc.allocation import select_responses, stale_mask
 
 PROMPT_STRATEGIES = ("random", "max_variance", "most_recent", "least_recent")
 RESPONSE_STRATEGIES = ("max_variance", "first_n")
+# max_variance among entries of equal (std, step): the newer one first, or the older one (the reference's order).
+TIE_ORDERS = ("newest_first", "oldest_first")
 
 
 @dataclass
@@ -64,7 +66,14 @@ class PilotReplayBuffer:
     Capacity is enforced by dropping the oldest entries. Re-adding a prompt id replaces its entry.
     """
 
-    def __init__(self, capacity: int, prompt_strategy: str, response_strategy: str, rng: np.random.Generator):
+    def __init__(
+        self,
+        capacity: int,
+        prompt_strategy: str,
+        response_strategy: str,
+        rng: np.random.Generator,
+        tie_order: str = "newest_first",
+    ):
         if capacity <= 0:
             raise ValueError(f"algorithm.buffer_size must be positive, got {capacity}")
         if prompt_strategy not in PROMPT_STRATEGIES:
@@ -73,6 +82,9 @@ class PilotReplayBuffer:
             raise ValueError(
                 f"algorithm.buffer_response_sampling_method={response_strategy!r}; choose one of {RESPONSE_STRATEGIES}"
             )
+        if tie_order not in TIE_ORDERS:
+            raise ValueError(f"algorithm.buffer_tie_order={tie_order!r}; choose one of {TIE_ORDERS}")
+        self.tie_order = tie_order
         self.capacity = int(capacity)
         self.prompt_strategy = prompt_strategy
         self.response_strategy = response_strategy
@@ -108,7 +120,8 @@ class PilotReplayBuffer:
             return self.rng.choice(len(entries), size=size, replace=False).tolist()
         if self.prompt_strategy == "max_variance":
             std = np.array([e.metric_std for e in entries])
-            ranked = np.lexsort((-order, -steps, -std))  # highest spread, then newest
+            tie = order if self.tie_order == "oldest_first" else -order
+            ranked = np.lexsort((tie, -steps, -std))  # highest spread, then newest step, then the tie order
         elif self.prompt_strategy == "most_recent":
             ranked = np.lexsort((-order, -steps))
         else:  # least_recent

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from recipe.pc.replay_buffer import PROMPT_STRATEGIES, RESPONSE_STRATEGIES
+from recipe.pc.replay_buffer import PROMPT_STRATEGIES, RESPONSE_STRATEGIES, TIE_ORDERS
 
 METHODS = ("pilot_commit", "grpo", "dapo")
+DAPO_STEP_UNITS = ("update", "round")
 
 
 class PCConfigError(ValueError):
@@ -36,6 +37,10 @@ class PCSettings:
     carry_over_epoch: bool  # keep the buffer and a partial batch across an epoch boundary
     min_train_prompts: int | None  # train a batch unfilled after max_num_gen_batches rounds if it has this many
     raise_on_unfilled_batch: bool  # ... or stop with an error instead
+    # --- reference-preset keys (issue #11) ---
+    partial_mini_batch: bool = False  # a step may end in a partial PPO mini-batch, weighted by its share of rows
+    dapo_step_unit: str = "update"  # DAPO: total_training_steps counts optimizer steps (update) or rounds (round)
+    buffer_tie_order: str = "newest_first"  # max_variance ties on (std, step): newest_first | oldest_first
 
     @property
     def group_size(self) -> int:
@@ -85,11 +90,22 @@ class PCSettings:
             carry_over_epoch=bool(algo.get("carry_over_epoch", True)),
             min_train_prompts=None if algo.get("min_train_prompts") is None else int(algo.min_train_prompts),
             raise_on_unfilled_batch=bool(algo.get("raise_on_unfilled_batch", False)),
+            # --- reference-preset keys (issue #11) ---
+            partial_mini_batch=bool(algo.get("partial_mini_batch", False)),
+            dapo_step_unit=str(algo.get("dapo_step_unit", "update")),
+            buffer_tie_order=str(algo.get("buffer_tie_order", "newest_first")),
         )
         settings.validate()
+        if settings.partial_mini_batch:  # --- reference-preset keys (issue #11) ---
+            check_partial_mini_batch(config.actor_rollout_ref.actor)
         return settings
 
     def validate(self) -> None:
+        # --- reference-preset keys (issue #11) ---
+        if self.dapo_step_unit not in DAPO_STEP_UNITS:
+            raise PCConfigError(f"algorithm.dapo_step_unit={self.dapo_step_unit!r}; choose one of {DAPO_STEP_UNITS}")
+        if self.buffer_tie_order not in TIE_ORDERS:
+            raise PCConfigError(f"algorithm.buffer_tie_order={self.buffer_tie_order!r}; choose one of {TIE_ORDERS}")
         if self.mini_batch_unit not in ("rollout_n", "group"):
             raise PCConfigError(f"algorithm.mini_batch_unit={self.mini_batch_unit!r}; choose 'rollout_n' or 'group'")
         if self.method not in METHODS:
@@ -167,6 +183,8 @@ class PCSettings:
     def trainable_unit(self, dp_size: int, ppo_mini_batch_size: int) -> int:
         """Smallest prompt count whose rows split over the ranks and into whole PPO mini-batches."""
         rows_unit = math.lcm(ppo_mini_batch_size * self.mini_batch_multiplier, dp_size)
+        if self.partial_mini_batch:  # a partial last mini-batch is allowed: only the ranks constrain the rows
+            rows_unit = dp_size
         return rows_unit // math.gcd(rows_unit, self.group_size)
 
     def check_parallel_sizes(self, dp_size: int, ppo_mini_batch_size: int) -> None:
@@ -184,11 +202,31 @@ class PCSettings:
                 f"a step trains data.train_batch_size * group size = {rows} rows, "
                 f"which does not split over {dp_size} data-parallel ranks"
             )
-        if mini_rows % dp_size or (rows // dp_size) % (mini_rows // dp_size):
+        if mini_rows % dp_size:
+            raise PCConfigError(
+                f"actor_rollout_ref.actor.ppo_mini_batch_size={ppo_mini_batch_size} gives mini-batches of "
+                f"{ppo_mini_batch_size} * {mult} = {mini_rows} rows, which do not split over {dp_size} ranks"
+            )
+        if not self.partial_mini_batch and (rows // dp_size) % (mini_rows // dp_size):
             raise PCConfigError(
                 f"actor_rollout_ref.actor.ppo_mini_batch_size={ppo_mini_batch_size} gives mini-batches of "
                 f"{ppo_mini_batch_size} * {mult} = {mini_rows} rows "
                 f"(algorithm.mini_batch_unit={self.mini_batch_unit}), which must divide the {rows} trained rows "
                 f"per step evenly across {dp_size} ranks; pick ppo_mini_batch_size so that {rows} is a "
-                f"multiple of ppo_mini_batch_size * {mult}, or set algorithm.mini_batch_unit=group"
+                f"multiple of ppo_mini_batch_size * {mult}, or set algorithm.mini_batch_unit=group "
+                "(or algorithm.partial_mini_batch=true for the reference's partial last mini-batch)"
             )
+
+
+def check_partial_mini_batch(actor) -> None:
+    """algorithm.partial_mini_batch weights the last mini-batch through a token-mean loss over rows in order."""
+    if actor.get("loss_agg_mode", "token-mean") != "token-mean":
+        raise PCConfigError(
+            f"algorithm.partial_mini_batch=true needs actor_rollout_ref.actor.loss_agg_mode=token-mean "
+            f"(got {actor.loss_agg_mode!r}): the partial mini-batch's weight is set for a token-mean loss"
+        )
+    if actor.get("shuffle", False):
+        raise PCConfigError(
+            "algorithm.partial_mini_batch=true needs actor_rollout_ref.actor.shuffle=false: shuffling would move "
+            "the padding rows out of the last mini-batch"
+        )

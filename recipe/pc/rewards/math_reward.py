@@ -24,6 +24,8 @@ Graders (kwarg ``grader``):
 - ``"math_verify"`` (default): math-verify's ``parse``/``verify`` in a few helper processes (this file run as a
   script) that are killed after ``timeout_s`` seconds of grading. math-verify's own timeout uses SIGALRM, which only
   works in the main thread, and the reward manager calls this function from executor threads.
+- ``"reference"``: the authors' grader as it behaved in their runs (``reference_grader.py``): normalised
+  string equality on the last box, -1 for an unmatched ``}`` anywhere, 1 s timeout.
 - ``"math_dapo"``: verl's ``verl.utils.reward_score.math_dapo.compute_score`` (normalised string match on the last
   300 characters), for comparison with the DAPO baselines.
 """
@@ -43,7 +45,7 @@ logger = logging.getLogger(__name__)
 
 NO_BOX = "[NO_BOXED_FOUND]"
 TIMEOUT = "[TIMEOUT]"
-GRADERS = ("math_verify", "math_dapo")
+GRADERS = ("math_verify", "math_dapo", "reference")
 
 # Real answers are short; grading only the tail keeps megabyte-long "answers" cheap to ship and parse.
 _MAX_ANSWER_CHARS = 2000
@@ -116,6 +118,11 @@ def compute_score(
 
     if grader == "math_dapo":
         return _grade_math_dapo(solution_str, gold)
+    if grader == "reference":  # the authors' grader, quirks and its own 1 s timeout included
+        # Imported here: this file also runs as a plain script (the math-verify helper), without the package.
+        from recipe.pc.rewards import reference_grader
+
+        return reference_grader.compute_score(solution_str, gold)
 
     answer = extract_boxed_answer(solution_str)
     if answer is None:

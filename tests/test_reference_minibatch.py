@@ -1,0 +1,138 @@
+"""The reference's PPO mini-batch arithmetic through the real fit() (algorithm.partial_mini_batch=true).
+
+The paper's shapes, scaled down with the same ratios (prompts per step : prompts per mini-batch = 4 : 1,
+pilot : commit = 1 : 3), so that each rank's rows are 16/3 mini-batches, as on the GPUs:
+- 1.5B: 128 prompts x (32 + 96) on 16 ranks, mini-batches 32 x 96  ->  4 x (2 + 6) on 2 ranks, 1 x 6;
+- 4B:   128 prompts x (16 + 48) on 32 ranks, mini-batches 32 x 48  ->  4 x (4 + 12) on 4 ranks, 1 x 12.
+Either way a step is 5 whole mini-batches and one partial one of a third of the rows, weighted 1/3,
+in ONE update_actor call (one LR-scheduler step); GRPO at the same group size keeps its 4.
+"""
+
+import pytest
+import torch
+from pc_standins import env_file_logger, step_records
+from test_trainer_fit import build_trainer
+
+from recipe.pc.baseline_trainer import RayBaselineTrainer
+from recipe.pc.settings import PCConfigError
+
+STEPS = 3
+SHAPES = {"1.5b": dict(dp=2, n_pilot=2, n_commit=6), "4b": dict(dp=4, n_pilot=4, n_commit=12)}
+PROBS = [0.5] * 48  # every pilot has spread and passes the band often
+
+
+def run(tmp_path, tokenizer, dp, extra, trainer_cls=None):
+    log = env_file_logger(tmp_path)
+    kwargs = {"trainer_cls": trainer_cls} if trainer_cls else {}
+    trainer = build_trainer(
+        tmp_path,
+        tokenizer,
+        probs=PROBS,
+        dp_size=dp,
+        extra=[
+            "data.train_batch_size=4",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+            f"trainer.total_training_steps={STEPS}",
+            "trainer.total_epochs=20",
+            *extra,
+        ],
+        **kwargs,
+    )
+    sent = []
+    update = trainer._update_actor
+
+    def spy(batch):  # the step's rows and advantages as the trainer hands them to the update
+        sent.append(batch.batch["advantages"].clone())
+        return update(batch)
+
+    trainer._update_actor = spy
+    trainer.fit()
+    updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
+    return updates, sent, step_records(log)
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_reference_step_runs_five_whole_and_one_third_weighted_mini_batch(shape, tmp_path, tokenizer):
+    dp, n_pilot, n_commit = SHAPES[shape]["dp"], SHAPES[shape]["n_pilot"], SHAPES[shape]["n_commit"]
+    updates, sent, steps = run(
+        tmp_path,
+        tokenizer,
+        dp,
+        [
+            "preset=reference",
+            f"algorithm.exploration.n={n_pilot}",
+            f"actor_rollout_ref.rollout.n={n_commit}",
+        ],
+    )
+    assert len(updates) == len(sent) == len(steps) == STEPS  # one update_actor call (one LR step) per step
+    rows = 4 * (n_pilot + n_commit)
+    per_rank, mini = rows // dp, n_commit // dp  # mini-batch: 1 prompt x n_commit rows
+    full, partial = divmod(per_rank, mini)
+    assert (full, 3 * partial) == (5, mini)
+    for call, original in zip(updates, sent, strict=True):
+        assert call.mini_batch_rows == n_commit and call.num_rows == dp * 6 * mini
+        for rank in range(dp):
+            got = call.advantages[rank * 6 * mini : (rank + 1) * 6 * mini]
+            tokens = call.loss_tokens[rank * 6 * mini : (rank + 1) * 6 * mini]
+            own = original[rank * per_rank : (rank + 1) * per_rank]
+            assert (tokens[:per_rank] > 0).all() and (tokens[per_rank:] == 0).all()  # padding adds no loss tokens
+            assert (got[per_rank:] == 0).all()
+            # The weight each mini-batch's real rows carry against the advantages the trainer computed.
+            for k in range(6):
+                block = slice(k * mini, min((k + 1) * mini, per_rank))
+                live = own[block] != 0
+                assert live.any()
+                weight = (got[block][live] / own[block][live]).unique()
+                expected = 1.0 if k < 5 else partial / mini
+                assert torch.allclose(weight, torch.tensor(expected)), (k, weight)
+    for s in steps:
+        assert s["training/ppo_mini_batches"] == s["training/optimizer_steps"] == 6
+        assert s["training/partial_mini_batch_weight"] == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_grpo_keeps_four_whole_mini_batches_under_the_reference_preset(shape, tmp_path, tokenizer):
+    dp, group = SHAPES[shape]["dp"], SHAPES[shape]["n_pilot"] + SHAPES[shape]["n_commit"]
+    updates, sent, steps = run(
+        tmp_path,
+        tokenizer,
+        dp,
+        [
+            "preset=reference",
+            "algorithm.rollout_allocation=grpo",
+            "data.gen_batch_size=4",
+            f"actor_rollout_ref.rollout.n={group}",
+        ],
+        trainer_cls=RayBaselineTrainer,
+    )
+    assert len(updates) == STEPS
+    for call, original in zip(updates, sent, strict=True):
+        assert call.num_rows == 4 * group and torch.equal(call.advantages, original)  # no padding, no scaling
+    assert all(s["training/optimizer_steps"] == 4 and s["training/partial_mini_batch_weight"] == 1 for s in steps)
+
+
+def test_improved_preset_takes_grpo_s_four_updates(tmp_path, tokenizer):
+    updates, sent, steps = run(
+        tmp_path,
+        tokenizer,
+        2,
+        [
+            "preset=improved",
+            "algorithm.exploration.n=2",
+            "actor_rollout_ref.rollout.n=6",
+        ],
+    )
+    assert all(torch.equal(call.advantages, original) for call, original in zip(updates, sent, strict=True))
+    assert all(s["training/optimizer_steps"] == 4 for s in steps)
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean", "loss_agg_mode=token-mean"),
+        ("actor_rollout_ref.actor.shuffle=true", "shuffle=false"),
+    ],
+)
+def test_partial_mini_batch_refuses_settings_that_would_misweight_it(override, message, tmp_path, tokenizer):
+    with pytest.raises(PCConfigError, match=message):
+        build_trainer(tmp_path, tokenizer, extra=["algorithm.partial_mini_batch=true", override])
