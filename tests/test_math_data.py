@@ -677,7 +677,7 @@ def test_e2e_script_help_prints_usage_and_runs_nothing(flag, fake_python, tmp_pa
     env = {**os.environ, "PYTHON": str(script), "DATA_DIR": str(tmp_path / "data")}
     out = run_e2e([flag], env)
     assert out.returncode == 0 and out.stdout.startswith("Usage: ")
-    assert "DATA_DIR" in out.stdout and "DEEPMATH_PREFILTERED" in out.stdout
+    assert "DATA_DIR" in out.stdout and "deepmath_103k_prefiltered" in out.stdout
     assert not calls.exists()
 
 
@@ -691,5 +691,6 @@ def test_e2e_script_refuses_arguments_and_otherwise_runs_each_processor(fake_pyt
     out = subprocess.run(["bash", "data/e2e_process_data.sh"], cwd=ROOT, capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     lines = calls.read_text().splitlines()
-    assert len(lines) == 3 + len(process_eval.PROCESSORS)
-    assert lines[0].endswith(f"process_deepmath.py --out_dir {tmp_path}/data/deepmath_103k_filtered")
+    assert len(lines) == 4 + len(process_eval.PROCESSORS)
+    assert lines[0].endswith(f"process_deepmath.py --out_dir {tmp_path}/data/deepmath_103k_prefiltered --prefiltered")
+    assert lines[1].endswith(f"process_deepmath.py --out_dir {tmp_path}/data/deepmath_103k_filtered")

@@ -101,7 +101,8 @@ case "$role" in
       script=$1
       shift
       rc=0
-      NNODES=$NNODES NGPUS_PER_NODE=$NGPUS_PER_NODE bash "$script" "$@" || rc=$?
+      # RAY_TMP is this node's; the script's driver only connects (a one-GPU launcher would pass it to ray.init).
+      RAY_TMP= NNODES=$NNODES NGPUS_PER_NODE=$NGPUS_PER_NODE bash "$script" "$@" || rc=$?
       [ "${KEEP_CLUSTER:-0}" = 1 ] || stop_nodes
       exit "$rc"
     fi

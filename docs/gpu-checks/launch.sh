@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The GPU checks of issues #13 (data-parallel 2, two Ray nodes on one host, resume after SIGKILL), #15
+# (data-parallel 4, rollout tensor-parallel 2), #11 (reference preset with a partial mini-batch) and a
+# batch of the regime study (#9), all on one 4-GPU host at once. Run from the repo root on the device,
+# after host_install.sh unpacked the bundle to /tmp/site and the SmolLM2 GGUF was joined at /tmp/smollm2.gguf.
+#
+#   bash docs/gpu-checks/launch.sh setup     # models and data (~1 min)
+#   bash docs/gpu-checks/launch.sh start     # every run, detached, ~25 s apart; logs under /tmp/runs/<run>/
+#   bash docs/gpu-checks/launch.sh collect   # a tarball of the logs into $OUT
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$REPO"
+export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+export VLLM_USE_FLASHINFER_SAMPLER=0 RAY_AUTH_MODE=disabled
+RUNS=/tmp/runs
+M=/tmp/models/smollm2 TINY=/tmp/models/tiny_qwen2 D=/tmp/data
+STAGGER=${STAGGER:-25}
+
+# run NAME GPUS CMD...: a detached run pinned to GPUS with its own Ray temp dir and output folder.
+run() {
+  local name=$1 gpus=$2
+  shift 2
+  mkdir -p "$RUNS/$name"
+  echo "$(date +%T) start $name on GPUs $gpus: $*" | tee -a "$RUNS/launch.log"
+  CUDA_VISIBLE_DEVICES=$gpus RAY_TMP=/tmp/ray_$name OUT_DIR=$RUNS/$name GPU_MEM_UTIL=${MEM:-0.07} RAY_NUM_CPUS=${CPUS:-5} \
+    setsid nohup bash -c "$*" >"$RUNS/$name/log.txt" 2>&1 </dev/null &
+  echo $! >"$RUNS/$name/pid"
+  sleep "$STAGGER"
+}
+
+case "${1:?setup | start | collect}" in
+  setup)
+    python3 /tmp/smollm2_to_hf.py "$M" --gguf /tmp/smollm2.gguf --tiny "$TINY"
+    python3 data/process_arithmetic.py --out_dir $D/smoke --levels 1 2 --train 160 --test 32
+    python3 data/process_arithmetic.py --out_dir $D/tiny --levels 1 --train 40 --test 16
+    python3 data/process_arithmetic.py --out_dir $D/spread --mix spread --train 3000 --test 200
+    nvidia-smi --query-gpu=index,name,memory.total --format=csv
+    ;;
+  start)
+    mkdir -p $RUNS
+    # #9 regime batch first (longest): spread mix, groups of 16, 30 steps, 2 seeds, every rollout dumped.
+    for seed in 1 2; do
+      run grpo16_spread_s$seed $((seed - 1)) MODEL_PATH=$M DATA_DIR=$D/spread STEPS=30 bash train_scripts/arith_grpo_1gpu.sh \
+        data.seed=$seed trainer.rollout_data_dir=$RUNS/grpo16_spread_s$seed/dump
+      run pc4x12_spread_s$seed $((seed + 1)) MODEL_PATH=$M DATA_DIR=$D/spread STEPS=30 bash train_scripts/arith_pc_1gpu.sh \
+        data.seed=$seed trainer.rollout_data_dir=$RUNS/pc4x12_spread_s$seed/dump
+    done
+    # #15: data-parallel 4 with a generation batch that needs padding (3 agent workers, 15 pilot prompts).
+    run pc_dp4 0,1,2,3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=5 bash train_scripts/smoke_1gpu.sh \
+      trainer.n_gpus_per_node=4 actor_rollout_ref.rollout.agent.num_workers=3 data.gen_batch_size=15
+    run grpo_dp4 0,1,2,3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=5 bash train_scripts/smoke_1gpu.sh \
+      trainer.n_gpus_per_node=4 actor_rollout_ref.rollout.agent.num_workers=3 \
+      algorithm.rollout_allocation=grpo data.gen_batch_size=8
+    # #15: rollout tensor parallel 2 (two replicas of two GPUs) with the 14B script's layout (FSDP over all GPUs).
+    run pc_tp2 0,1,2,3 MODEL_PATH=$TINY DATA_DIR=$D/smoke STEPS=3 bash train_scripts/smoke_1gpu.sh \
+      trainer.n_gpus_per_node=4 actor_rollout_ref.rollout.tensor_model_parallel_size=2 \
+      actor_rollout_ref.actor.ulysses_sequence_parallel_size=1
+    # #13: data-parallel 2, two vLLM replicas, padded generation batch; PC and GRPO.
+    run pc_dp2 0,1 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=6 bash train_scripts/smoke_1gpu.sh \
+      trainer.n_gpus_per_node=2 actor_rollout_ref.rollout.agent.num_workers=3 data.gen_batch_size=15
+    run grpo_dp2 2,3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=6 bash train_scripts/smoke_1gpu.sh \
+      trainer.n_gpus_per_node=2 actor_rollout_ref.rollout.agent.num_workers=3 \
+      algorithm.rollout_allocation=grpo data.gen_batch_size=8
+    # #11: the reference preset with a partial last mini-batch (64 rows in mini-batches of 12: 5 + 1 partial).
+    run ref_partial 3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=4 bash train_scripts/smoke_1gpu.sh preset=reference \
+      algorithm.exploration.n=2 actor_rollout_ref.rollout.n=6 actor_rollout_ref.actor.ppo_mini_batch_size=2
+    # #13: resume after SIGKILL of the driver once step 4's checkpoint is complete.
+    run resume 2 bash docs/gpu-checks/resume_check.sh $M $D/tiny
+    # #13: two Ray nodes on this host (head on GPU 0, worker on GPU 1), started by ray_cluster.sh.
+    run two_nodes 0,1 bash docs/gpu-checks/two_nodes.sh $M $D/smoke
+    ;;
+  collect)
+    out=${OUT:?}
+    tar -C $RUNS -czf "$out/runs.tgz" --exclude='checkpoints' --exclude='*.pt' --exclude='*.safetensors' . 2>/dev/null || true
+    for f in $RUNS/*/metrics.jsonl; do
+      [ -f "$f" ] && echo "$(basename "$(dirname "$f")"): $(grep -c '"training/global_step"' "$f") steps"
+    done
+    tail -n 3 $RUNS/*/log.txt | cut -c1-300
+    nvidia-smi --query-gpu=index,memory.used --format=csv
+    ;;
+esac

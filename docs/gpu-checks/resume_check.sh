@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# #13's resume check: a PC smoke run on 40 level-1 prompts (an epoch ends, with evictions, before step 4),
+# checkpoints every 2 steps, 8 steps. The driver is SIGKILLed as soon as step 4's PC state is written;
+# then the same command resumes (resume_mode=auto) and must finish. Both logs print the PC state summary
+# at each save and at the resume, so the state at step 4 can be compared line by line.
+set -uo pipefail
+MODEL=$1 DATA=$2
+out=$OUT_DIR
+args=(trainer.save_freq=2 algorithm.exclude_threshold_upper=0.75 trainer.test_freq=4)
+launch() {
+  MODEL_PATH=$MODEL DATA_DIR=$DATA STEPS=8 VERL_FILE_LOGGER_PATH=$out/metrics_$1.jsonl \
+    setsid bash train_scripts/smoke_1gpu.sh "${args[@]}" >"$out/run_$1.log" 2>&1 &
+  echo $!
+}
+pid=$(launch first)
+state=$out/checkpoints/global_step_4/pilot_commit_state.pt
+until [ -f "$state" ] || ! kill -0 "$pid" 2>/dev/null; do sleep 0.5; done
+sleep 2  # the save and its summary line are written together; give the log a moment
+driver=$(pgrep -f "recipe.pc.main_pc" -s "$pid" | head -1)
+echo "killing driver $driver (session $pid) at $(date +%T); state present: $([ -f "$state" ] && echo yes)"
+kill -KILL "$driver" 2>/dev/null
+sleep 5
+kill -KILL -- "-$pid" 2>/dev/null
+sleep 5
+pkill -KILL -f "$RAY_TMP" 2>/dev/null  # Ray processes of this run only (its own temp dir), never other runs'
+sleep 2
+pid=$(launch resumed)
+wait "$pid"
+echo "resumed run exit code $?"
+grep -h "saved PC state\|resumed PC state" "$out"/run_*.log | sed 's/.*\(saved\|resumed\)/\1/'
