@@ -5,8 +5,9 @@
 # at each save and at the resume, so the state at step 4 can be compared line by line.
 set -uo pipefail
 MODEL=$1 DATA=$2
+shift 2
 out=$OUT_DIR
-args=(trainer.save_freq=2 algorithm.exclude_threshold_upper=0.75 trainer.test_freq=4)
+args=(trainer.save_freq=2 algorithm.exclude_threshold_upper=0.75 trainer.test_freq=4 "$@")
 launch() {
   MODEL_PATH=$MODEL DATA_DIR=$DATA STEPS=8 VERL_FILE_LOGGER_PATH=$out/metrics_$1.jsonl \
     setsid bash train_scripts/smoke_1gpu.sh "${args[@]}" >"$out/run_$1.log" 2>&1 &
@@ -25,6 +26,6 @@ sleep 5
 pkill -KILL -f "$RAY_TMP" 2>/dev/null  # Ray processes of this run only (its own temp dir), never other runs'
 sleep 2
 pid=$(launch resumed)
-wait "$pid"
-echo "resumed run exit code $?"
+while kill -0 "$pid" 2>/dev/null; do sleep 2; done  # not our child (started in a subshell): poll
+echo "resumed run finished: $(grep -c '"training/global_step"' "$out/metrics_resumed.jsonl") steps logged"
 grep -h "saved PC state\|resumed PC state" "$out"/run_*.log | sed 's/.*\(saved\|resumed\)/\1/'
