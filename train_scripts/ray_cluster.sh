@@ -13,7 +13,8 @@
 # /tmp/ray_cluster_<port>; the pid file of the node lives there); NODE_PORT_BASE (the first of the 410
 # ports this node's own processes use, default RAY_PORT + 1; give each node on one host its own range);
 # NGPUS_PER_NODE (default 8); NUM_CPUS (default: Ray's count); NODE_IP (the head's default: 127.0.0.1
-# when NNODES=1, else the host's first address; a worker's default: Ray's choice).
+# when NNODES=1, else the host's first address; a worker's default: Ray's choice); RAY_CLI (default
+# `ray`; e.g. "python3 -m ray.scripts.scripts" where the `ray` script is not on PATH or not runnable).
 set -euo pipefail
 RAY_PORT=${RAY_PORT:-6379}
 NGPUS_PER_NODE=${NGPUS_PER_NODE:-8}
@@ -55,7 +56,9 @@ start_node() {
   [ -n "${NUM_CPUS:-}" ] && cpus=(--num-cpus="$NUM_CPUS")
   local ip=()
   [ -n "${NODE_IP:-}" ] && ip=(--node-ip-address="$NODE_IP")
-  setsid ray start "$@" "${ports[@]}" "${cpus[@]}" "${ip[@]}" --num-gpus="$NGPUS_PER_NODE" \
+  local cli
+  read -ra cli <<<"${RAY_CLI:-ray}"
+  setsid "${cli[@]}" start "$@" "${ports[@]}" "${cpus[@]}" "${ip[@]}" --num-gpus="$NGPUS_PER_NODE" \
     --temp-dir="$RAY_TMP" --disable-usage-stats --block >"$RAY_TMP/ray_cluster_$role.log" 2>&1 &
   echo $! >"$pf"
   echo "Ray $role starting (pid $!, log $RAY_TMP/ray_cluster_$role.log)"

@@ -6,6 +6,8 @@ set -uo pipefail
 MODEL=$1 DATA=$2
 shift 2
 unset RAY_TMP
+# The offline bundle's `ray` script points at the build machine's interpreter: run Ray's CLI as a module.
+export RAY_CLI="python3 -m ray.scripts.scripts"
 CUDA_VISIBLE_DEVICES=1 NODE_IP=127.0.0.1 HEAD_ADDR=127.0.0.1 RAY_PORT=7200 NODE_PORT_BASE=7700 \
   RAY_TMP=/tmp/rc_worker NGPUS_PER_NODE=1 NUM_CPUS=6 DETACH=1 bash train_scripts/ray_cluster.sh worker &
 CUDA_VISIBLE_DEVICES=0 NODE_IP=127.0.0.1 NNODES=2 RAY_PORT=7200 RAY_TMP=/tmp/rc_head NGPUS_PER_NODE=1 NUM_CPUS=6 \
