@@ -7,7 +7,8 @@
 #   NNODES           nodes (each script sets its paper default)
 #   NGPUS_PER_NODE   GPUs per node (default 8)
 #   GRADER           math_verify (default) | math_dapo: the grader of recipe.pc.rewards.math_reward
-#   DRY_RUN=1        print the composed config instead of training (no GPU needed)
+#   DRY_RUN=1        print the composed config and run the start-up checks instead of training (no GPU
+#                    needed): PC keys, verl's config checks, parallel sizes, reward, data files, model path
 # Extra Hydra overrides given to a script are appended last, so they win.
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,7 +37,7 @@ launch() {
   local overlong_enable=false
   [ "$overlong_len" -gt 0 ] && overlong_enable=true
   local cfg_flag=()
-  [ "${DRY_RUN:-0}" = 1 ] && cfg_flag=(--cfg job)
+  [ "${DRY_RUN:-0}" = 1 ] && cfg_flag=(--validate)
   python3 -m recipe.pc.main_pc \
     data.train_files="$train_file" \
     data.val_files="$VAL_FILES" \

@@ -28,7 +28,6 @@ from verl.utils.device import auto_set_device
 
 from recipe.pc.settings import PCSettings
 
-
 # A hub id is "owner/name"; anything starting like a path is a local folder.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 HUB_TIMEOUT_S = 10
@@ -109,6 +108,10 @@ def actor_dp_size(config) -> int:
     else:
         model_parallel = actor.get("ulysses_sequence_parallel_size", 1)
         what = "actor_rollout_ref.actor.ulysses_sequence_parallel_size"
+    if world < 1 or model_parallel < 1:
+        raise ValueError(
+            f"trainer.nnodes * trainer.n_gpus_per_node = {world} GPUs and {what} = {model_parallel} must be positive"
+        )
     if world % model_parallel:
         raise ValueError(
             f"trainer.nnodes * trainer.n_gpus_per_node = {world} GPUs do not split into groups of {what} = "

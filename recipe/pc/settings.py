@@ -51,10 +51,8 @@ def _strict(key: str, value, annotation):
     args = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else ()
     nullable = type(None) in args
     base = next((a for a in args if a is not type(None)), annotation)
-    if value is None:
-        if nullable:
-            return None
-        raise PCConfigError(f"{key} is null; it needs a {base.__name__} value")
+    if value is None and nullable:
+        return None
     # bool is a subclass of int: keep true/false out of numeric keys and numbers out of flags.
     if base is bool and isinstance(value, bool):
         return value
@@ -66,7 +64,8 @@ def _strict(key: str, value, annotation):
         return value
     wanted = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}[base]
     null = " or null" if nullable else ""
-    raise PCConfigError(f"{key}={value!r} ({type(value).__name__}) must be {wanted}{null}")
+    shown = "null" if value is None else f"{value!r} ({type(value).__name__})"
+    raise PCConfigError(f"{key}={shown} must be {wanted}{null}")
 
 
 def check_supported_options(config) -> None:
@@ -239,6 +238,8 @@ class PCSettings:
         rollout.n is the commit count, as in the reference) and asserts that it divides each rank's
         rows; ``algorithm.mini_batch_unit=group`` counts whole training groups instead.
         """
+        if ppo_mini_batch_size < 1:
+            raise PCConfigError(f"actor_rollout_ref.actor.ppo_mini_batch_size={ppo_mini_batch_size} must be at least 1")
         rows = self.train_rows
         mult = self.mini_batch_multiplier
         mini_rows = ppo_mini_batch_size * mult
