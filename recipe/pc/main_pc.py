@@ -12,6 +12,7 @@ and exits non-zero naming each failure.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import os
@@ -224,7 +225,9 @@ def preflight(config, fetch_model: bool) -> tuple[list[str], list[str]]:
 
 
 def _report_and_exit_on_problems(config, fetch_model: bool) -> None:
-    problems, notes = preflight(config, fetch_model)
+    # verl's checks print to stdout; keep stdout for the config that --validate prints.
+    with contextlib.redirect_stdout(sys.stderr):
+        problems, notes = preflight(config, fetch_model)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     for problem in problems:
