@@ -210,6 +210,7 @@ def _write_reward(tmp_path) -> str:
         (["actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "trainer.n_gpus_per_node=6"], "3 data-parallel"),
         (["actor_rollout_ref.actor.use_dynamic_bsz=false"], "ppo_micro_batch_size"),
         (["actor_rollout_ref.actor.loss_agg_mode=bogus"], "Invalid loss_agg_mode: bogus"),
+        (["actor_rollout_ref.rollout.mode=sync"], "Rollout mode 'sync' has been removed"),
         (["actor_rollout_ref.actor.ppo_mini_batch_size=0"], "actor_rollout_ref.actor.ppo_mini_batch_size=0"),
         (["trainer.n_gpus_per_node=0"], "trainer.nnodes * trainer.n_gpus_per_node = 0 GPUs"),
         (["reward.custom_reward_function.reward_kwargs.grader=sympy"], "reward_kwargs.grader='sympy'"),
