@@ -1,12 +1,14 @@
 """The Hydra config composes on CPU with every PC key, and bad PC values fail with the key named."""
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 from conftest import ROOT, compose_pc_config
 
+from recipe.pc.main_pc import preflight
 from recipe.pc.settings import PCConfigError, PCSettings
 
 PC_KEYS = [
@@ -93,3 +95,180 @@ def test_parallel_size_checks():
         settings.check_parallel_sizes(dp_size=3, ppo_mini_batch_size=4)
     with pytest.raises(PCConfigError, match="ppo_mini_batch_size=3"):
         settings.check_parallel_sizes(dp_size=1, ppo_mini_batch_size=3)
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("algorithm.carry_over_epoch=no", "algorithm.carry_over_epoch"),
+        ("algorithm.carry_over_epoch=off", "algorithm.carry_over_epoch"),
+        ("algorithm.carry_over_epoch='false'", "algorithm.carry_over_epoch"),
+        ("algorithm.carry_over_epoch=0", "algorithm.carry_over_epoch"),
+        ("algorithm.raise_on_unfilled_batch=yes", "algorithm.raise_on_unfilled_batch"),
+        ("algorithm.exploration.n=2.5", "algorithm.exploration.n"),
+        ("algorithm.exploration.n=2.0", "algorithm.exploration.n"),
+        ("algorithm.exploration.n=abc", "algorithm.exploration.n"),
+        ("algorithm.exploration.n=true", "algorithm.exploration.n"),
+        ("algorithm.exploration.n=null", "algorithm.exploration.n"),
+        ("algorithm.diversity_threshold_lower=low", "algorithm.diversity_threshold_lower"),
+        ("algorithm.buffer_size='1000'", "algorithm.buffer_size"),
+        ("data.gen_batch_size=16.5", "data.gen_batch_size"),
+        ("algorithm.buffer_sampling_method=3", "algorithm.buffer_sampling_method"),
+    ],
+)
+def test_values_of_the_wrong_type_are_errors_naming_their_key(override, key):
+    with pytest.raises(PCConfigError, match=rf"^{re.escape(key)}="):
+        PCSettings.from_config(compose_pc_config([override]))
+
+
+def test_typed_values_parse_strictly():
+    settings = PCSettings.from_config(
+        compose_pc_config(
+            [
+                "algorithm.carry_over_epoch=false",
+                "algorithm.exclude_threshold_upper=1",
+                "algorithm.min_train_prompts=null",
+                "algorithm.exploration.n_effective=null",
+                "algorithm.exploration.n=6",
+            ]
+        )
+    )
+    assert settings.carry_over_epoch is False
+    assert settings.evict_threshold == 1.0 and isinstance(settings.evict_threshold, float)
+    assert settings.min_train_prompts is None and settings.n_pilot_effective == 6
+    dapo = PCSettings.from_config(
+        compose_pc_config(
+            ["algorithm.rollout_allocation=dapo", "algorithm.filter_groups.metric=score", "algorithm.agg_metric=acc"]
+        )
+    )
+    assert dapo.agg_metric == "score"
+    with pytest.raises(PCConfigError, match=r"^algorithm.filter_groups.max_num_gen_batches="):
+        PCSettings.from_config(
+            compose_pc_config(["algorithm.rollout_allocation=dapo", "algorithm.filter_groups.max_num_gen_batches=x"])
+        )
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("global_profiler.steps=[1,3]", "global_profiler.steps"),
+        ("trainer.esi_redundant_time=60", "trainer.esi_redundant_time"),
+        ("algorithm.adv_estimator=remax", "algorithm.adv_estimator"),
+    ],
+)
+def test_stock_options_the_pc_loop_does_not_run_are_refused(override, key):
+    with pytest.raises(PCConfigError, match=rf"^{re.escape(key)}=.* is not supported"):
+        PCSettings.from_config(compose_pc_config([override]))
+
+
+def test_stock_options_at_their_defaults_or_honoured_pass():
+    PCSettings.from_config(
+        compose_pc_config(["global_profiler.steps=null", "trainer.esi_redundant_time=0", "trainer.rollout_data_dir=/r"])
+    )
+
+
+# ---------------------------------------------------------------------- preflight (--validate)
+@pytest.fixture
+def valid_overrides(tmp_path):
+    for name in ("train.parquet", "test.parquet"):
+        (tmp_path / name).touch()
+    (tmp_path / "model").mkdir()
+    return [
+        f"data.train_files={tmp_path / 'train.parquet'}",
+        f"data.val_files=[{tmp_path / 'test.parquet'}]",
+        f"actor_rollout_ref.model.path={tmp_path / 'model'}",
+        "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.actor.use_dynamic_bsz=true",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+        "data.train_batch_size=8",
+        "trainer.n_gpus_per_node=4",
+        "reward.custom_reward_function.path=pkg://recipe.pc.rewards.math_reward",
+        "reward.custom_reward_function.name=compute_score",
+        "+reward.custom_reward_function.reward_kwargs.grader=math_dapo",
+    ]
+
+
+def test_preflight_passes_a_valid_config(valid_overrides):
+    assert preflight(compose_pc_config(valid_overrides), fetch_model=False) == ([], [])
+
+
+def _write_reward(tmp_path) -> str:
+    path = tmp_path / "strict_reward.py"
+    path.write_text("def score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.0\n")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (["algorithm.exploration.n=0"], "algorithm.exploration.n=0"),
+        (["trainer.n_gpus_per_node=3"], "does not split over 3 data-parallel ranks"),
+        (["actor_rollout_ref.actor.ulysses_sequence_parallel_size=3"], "ulysses_sequence_parallel_size = 3"),
+        # With sequence parallel 2, 4 GPUs are 2 data-parallel ranks: 128 rows split, so this passes ...
+        (["actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "trainer.n_gpus_per_node=4"], None),
+        # ... and 6 GPUs with sequence parallel 2 are 3 ranks, which 128 rows do not split over.
+        (["actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "trainer.n_gpus_per_node=6"], "3 data-parallel"),
+        (["actor_rollout_ref.actor.use_dynamic_bsz=false"], "ppo_micro_batch_size"),
+        (["actor_rollout_ref.actor.loss_agg_mode=bogus"], "Invalid loss_agg_mode: bogus"),
+        (["actor_rollout_ref.rollout.mode=sync"], "Rollout mode 'sync' has been removed"),
+        (["actor_rollout_ref.actor.ppo_mini_batch_size=0"], "actor_rollout_ref.actor.ppo_mini_batch_size=0"),
+        (["trainer.n_gpus_per_node=0"], "trainer.nnodes * trainer.n_gpus_per_node = 0 GPUs"),
+        (["reward.custom_reward_function.reward_kwargs.grader=sympy"], "reward_kwargs.grader='sympy'"),
+        (["reward.custom_reward_function.name=no_such_fn"], "reward.custom_reward_function: cannot load 'no_such_fn'"),
+        (["reward.custom_reward_function.path=pkg://recipe.pc.rewards.nowhere"], "reward.custom_reward_function"),
+        (["data.train_files=/nowhere/train.parquet"], "data.train_files: /nowhere/train.parquet"),
+        (["data.val_files=[/nowhere/a.parquet,/nowhere/b.parquet]"], "data.val_files: /nowhere/b.parquet"),
+        (["actor_rollout_ref.model.path=/nowhere/model"], "actor_rollout_ref.model.path=/nowhere/model (MODEL_PATH)"),
+    ],
+)
+def test_preflight_names_each_failure(valid_overrides, overrides, expected):
+    problems, _ = preflight(compose_pc_config(valid_overrides + overrides), fetch_model=False)
+    if expected is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_preflight_checks_reward_kwargs_against_the_function(valid_overrides, tmp_path):
+    path = _write_reward(tmp_path)
+    overrides = valid_overrides + [
+        f"reward.custom_reward_function.path={path}",
+        "reward.custom_reward_function.name=score",
+    ]
+    problems, _ = preflight(compose_pc_config(overrides), fetch_model=False)
+    assert len(problems) == 1 and "reward_kwargs has ['grader'], which score does not take" in problems[0]
+
+
+def test_preflight_reports_every_failure_and_notes_an_unchecked_hub_id(valid_overrides):
+    overrides = valid_overrides + [
+        "algorithm.exploration.n=0",
+        "data.train_files=/nowhere/train.parquet",
+        "actor_rollout_ref.model.path=HuggingFaceTB/SmolLM2-135M-Instruct",
+    ]
+    problems, notes = preflight(compose_pc_config(overrides), fetch_model=False)
+    assert len(problems) == 2
+    assert notes == [
+        "actor_rollout_ref.model.path=HuggingFaceTB/SmolLM2-135M-Instruct is a hub id: not checked in a dry run "
+        "(fetched at launch)"
+    ]
+
+
+def _hub_check(repo_id: str, hf_home) -> str:
+    env = {**os.environ, "PYTHONPATH": ROOT, "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1"}
+    env.pop("HF_HUB_CACHE", None)
+    code = f"from recipe.pc.main_pc import hub_model_problem; print(hub_model_problem({repo_id!r}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_hub_model_check_counts_a_cached_copy_and_explains_a_missing_one(tmp_path):
+    snapshot = tmp_path / "hub" / "models--org--tiny" / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (tmp_path / "hub" / "models--org--tiny" / "refs").mkdir()
+    (tmp_path / "hub" / "models--org--tiny" / "refs" / "main").write_text("a" * 40)
+    assert _hub_check("org/tiny", tmp_path) == "None"
+    message = _hub_check("org/absent", tmp_path)
+    assert "'org/absent' is not in the local Hugging Face cache and cannot be fetched" in message
+    assert "MODEL_PATH=DIR" in message

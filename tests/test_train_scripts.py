@@ -1,17 +1,53 @@
 """Every train script composes its full Hydra config on CPU (DRY_RUN=1), and the result passes the
-PC checks and verl's own config validation for the script's cluster size."""
+PC checks and verl's own config validation for the script's cluster size.
+
+DRY_RUN=1 also runs the start-up checks (``main_pc --validate``), which need the data files to exist:
+the tests point DATA_DIR at a folder of empty stand-in files named as the scripts expect.
+"""
 
 import glob
 import os
+import re
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import ROOT
 from omegaconf import OmegaConf
 
 from recipe.pc.settings import PCSettings
+
+SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+VENV_PATH = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """Empty stand-ins for every parquet a train script names under $DATA_DIR (the checks test existence)."""
+    root = tmp_path_factory.mktemp("data")
+    for script in glob.glob(os.path.join(ROOT, "train_scripts", "*.sh")):
+        with open(script) as f:
+            for rel in re.findall(r"\$DATA_DIR/([\w./-]+\.parquet)", f.read()):
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).touch()
+    for name in ("train.parquet", "test.parquet"):
+        (root / name).touch()
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("model"))
+
+
+def run_script(script: str, env_extra: dict, *args: str, drop=("MODEL_PATH", "DATA_DIR", "OUT_DIR")):
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update({"PATH": VENV_PATH, **env_extra})
+    path = os.path.join(ROOT, "train_scripts", script)
+    return subprocess.run(["bash", path, *args], capture_output=True, text=True, env=env, timeout=300)
+
 
 PAPER_SCRIPTS = sorted(
     os.path.basename(p)
@@ -20,17 +56,8 @@ PAPER_SCRIPTS = sorted(
 )
 
 
-def compose(script: str, env_extra: dict) -> dict:
-    env = {
-        **os.environ,
-        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
-        "DATA_DIR": "/data/pc",
-        "DRY_RUN": "1",
-        **env_extra,
-    }
-    out = subprocess.run(
-        ["bash", os.path.join(ROOT, "train_scripts", script)], capture_output=True, text=True, env=env, timeout=300
-    )
+def compose(script: str, env_extra: dict, *args: str) -> dict:
+    out = run_script(script, {"DRY_RUN": "1", **env_extra}, *args)
     assert out.returncode == 0, out.stderr[-3000:]
     return yaml.safe_load(out.stdout)
 
@@ -41,11 +68,11 @@ def test_every_paper_configuration_has_its_scripts():
 
 
 @pytest.mark.parametrize("script", PAPER_SCRIPTS)
-def test_paper_script_composes_and_validates(script):
+def test_paper_script_composes_and_validates(script, data_dir):
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    cfg = OmegaConf.create(compose(script, {}))
+    cfg = OmegaConf.create(compose(script, {"DATA_DIR": data_dir}))
     OmegaConf.resolve(cfg)
     settings = PCSettings.from_config(cfg)
     assert settings.method == {"grpo": "grpo", "dapo": "dapo", "pc": "pilot_commit"}[script.split("_")[0]]
@@ -56,27 +83,20 @@ def test_paper_script_composes_and_validates(script):
     dp = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
     settings.check_parallel_sizes(dp, cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
     validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-    assert cfg.data.train_files.startswith("/data/pc/")
+    assert cfg.data.train_files.startswith(data_dir + "/")
     assert len(cfg.data.val_files) == 7
 
 
-def test_script_environment_and_passthrough_overrides():
+def test_script_environment_and_passthrough_overrides(data_dir, model_dir):
     cfg = compose(
         "pc_qwen3-4b_p16c48.sh",
-        {"MODEL_PATH": "/models/q", "NNODES": "2", "NGPUS_PER_NODE": "4", "CKPTS_DIR": "/ck"},
+        {"DATA_DIR": data_dir, "MODEL_PATH": model_dir, "NNODES": "2", "NGPUS_PER_NODE": "4", "CKPTS_DIR": "/ck"},
     )
-    assert cfg["actor_rollout_ref"]["model"]["path"] == "/models/q"
+    assert cfg["actor_rollout_ref"]["model"]["path"] == model_dir
     assert (cfg["trainer"]["nnodes"], cfg["trainer"]["n_gpus_per_node"]) == (2, 4)
     assert cfg["trainer"]["default_local_dir"] == "/ck/pc_qwen3-4b_p16c48-reference"
-    env = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"], "DATA_DIR": "/d", "DRY_RUN": "1"}
-    out = subprocess.run(
-        ["bash", os.path.join(ROOT, "train_scripts", "pc_qwen3-4b_p16c48.sh"), "algorithm.exploration.n=8"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=300,
-    )
-    assert yaml.safe_load(out.stdout)["algorithm"]["exploration"]["n"] == 8
+    cfg = compose("pc_qwen3-4b_p16c48.sh", {"DATA_DIR": data_dir}, "algorithm.exploration.n=8")
+    assert cfg["algorithm"]["exploration"]["n"] == 8
 
 
 @pytest.mark.parametrize(
@@ -105,15 +125,91 @@ def test_cluster_launcher_rejects_unknown_roles_and_needs_a_head_address():
         ("arith_pc_1gpu.sh", "pilot_commit", 16),
     ],
 )
-def test_one_gpu_script_composes_and_validates(script, method, group):
+def test_one_gpu_script_composes_and_validates(script, method, group, data_dir, model_dir, tmp_path):
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    cfg = OmegaConf.create(compose(script, {"MODEL_PATH": "/models/smol", "RAY_TMP": "/tmp/ray_x"}))
+    env = {"DATA_DIR": data_dir, "MODEL_PATH": model_dir, "RAY_TMP": "/tmp/ray_x", "OUT_DIR": str(tmp_path)}
+    cfg = OmegaConf.create(compose(script, env))
     OmegaConf.resolve(cfg)
     settings = PCSettings.from_config(cfg)
     assert (settings.method, settings.group_size) == (method, group)
     settings.check_parallel_sizes(1, cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
     validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     assert cfg.ray_kwargs.ray_init._temp_dir == "/tmp/ray_x"
-    assert cfg.data.val_files == "/data/pc/test.parquet"
+    assert cfg.data.val_files == data_dir + "/test.parquet"
+
+
+def _levels(path: str) -> set:
+    return {int(info["level"]) for info in pd.read_parquet(path)["extra_info"]}
+
+
+def test_smoke_script_runs_with_nothing_set_and_reuses_its_data(tmp_path):
+    out_dir = tmp_path / "out"
+    first = run_script("smoke_1gpu.sh", {"DRY_RUN": "1", "OUT_DIR": str(out_dir)})
+    assert first.returncode == 0, first.stderr[-3000:]
+    cfg = yaml.safe_load(first.stdout)
+    data = out_dir / "data"
+    assert cfg["actor_rollout_ref"]["model"]["path"] == SMOL
+    assert cfg["data"]["train_files"] == str(data / "train.parquet")
+    assert cfg["data"]["val_files"] == str(data / "test.parquet")
+    assert len(pd.read_parquet(data / "train.parquet")) == 160 and len(pd.read_parquet(data / "test.parquet")) == 32
+    assert _levels(str(data / "train.parquet")) == {1, 2}
+    assert f"smoke_1gpu: model {SMOL}, data {data}, metrics {out_dir / 'metrics.jsonl'}" in first.stderr
+    assert f"actor_rollout_ref.model.path={SMOL} is a hub id: not checked in a dry run" in first.stderr
+    assert sorted(os.listdir(out_dir)) == ["data"]  # no half-written temporary folder left beside it
+
+    stamp = os.stat(data / "train.parquet").st_mtime_ns
+    second = run_script("smoke_1gpu.sh", {"DRY_RUN": "1", "OUT_DIR": str(out_dir)})
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert os.stat(data / "train.parquet").st_mtime_ns == stamp
+
+
+def test_arithmetic_scripts_default_to_all_levels_at_comparison_size(tmp_path):
+    out = run_script("arith_pc_1gpu.sh", {"DRY_RUN": "1", "OUT_DIR": str(tmp_path)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert yaml.safe_load(out.stdout)["actor_rollout_ref"]["model"]["path"] == SMOL
+    assert len(pd.read_parquet(tmp_path / "data" / "train.parquet")) == 3000
+    assert len(pd.read_parquet(tmp_path / "data" / "test.parquet")) == 200
+    assert _levels(str(tmp_path / "data" / "train.parquet")) == {1, 2, 3, 4, 5}
+
+
+def test_dry_run_fails_on_a_bad_key_and_names_it(tmp_path, data_dir):
+    out = run_script(
+        "smoke_1gpu.sh", {"DRY_RUN": "1", "OUT_DIR": str(tmp_path), "DATA_DIR": data_dir}, "algorithm.exploration.n=0"
+    )
+    assert out.returncode != 0
+    assert "config error: algorithm.exploration.n=0 must be at least 1" in out.stderr
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"GRADER": "sympy"}, "reward_kwargs.grader='sympy' (GRADER in the scripts)"),
+        ({"NGPUS_PER_NODE": "3"}, "does not split over 6 data-parallel ranks"),
+        ({"MODEL_PATH": "/nowhere/qwen"}, "actor_rollout_ref.model.path=/nowhere/qwen (MODEL_PATH) does not exist"),
+    ],
+)
+def test_dry_run_of_a_paper_script_names_each_failed_check(env, message, data_dir):
+    out = run_script("pc_qwen3-4b_p16c48.sh", {"DRY_RUN": "1", "DATA_DIR": data_dir, "NNODES": "2", **env})
+    assert out.returncode != 0 and message in out.stderr, out.stderr[-3000:]
+
+
+def test_dry_run_names_missing_data_files(tmp_path):
+    out = run_script("grpo_qwen3-4b_n64.sh", {"DRY_RUN": "1", "DATA_DIR": str(tmp_path)})
+    assert out.returncode != 0
+    assert f"data.train_files: {tmp_path}/polaris_53k/train.parquet" in out.stderr
+    assert f"data.val_files: {tmp_path}/math_test/aime-2024-nosystem-boxed.parquet" in out.stderr
+
+
+def test_unreachable_model_stops_before_ray_with_one_line(tmp_path, data_dir):
+    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "OUT_DIR": str(tmp_path), "DATA_DIR": data_dir}
+    out = run_script("smoke_1gpu.sh", env, drop=("MODEL_PATH", "DATA_DIR", "OUT_DIR", "HF_HUB_CACHE"))
+    assert out.returncode != 0
+    errors = [line for line in out.stderr.splitlines() if line.startswith("config error:")]
+    assert errors == [
+        f"config error: model '{SMOL}' is not in the local Hugging Face cache and cannot be fetched from the hub "
+        f"(OfflineModeIsEnabled); download it where there is network (hf download {SMOL} --local-dir DIR) and set "
+        "MODEL_PATH=DIR (or actor_rollout_ref.model.path=DIR)"
+    ]
+    assert "ray init kwargs" not in out.stdout + out.stderr

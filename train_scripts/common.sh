@@ -9,7 +9,8 @@
 #   PRESET           reference (default): the authors' run semantics wherever verl 0.9.1 allows |
 #                    improved: our behaviour choices (recipe/pc/config/preset/*.yaml; README table)
 #   GRADER           reference | math_verify | math_dapo: overrides the preset's grader of recipe.pc.rewards.math_reward
-#   DRY_RUN=1        print the composed config instead of training (no GPU needed)
+#   DRY_RUN=1        print the composed config and run the start-up checks instead of training (no GPU
+#                    needed): PC keys, verl's config checks, parallel sizes, reward, data files, model path
 # Extra Hydra overrides given to a script are appended last, so they win.
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -45,7 +46,7 @@ launch() {
   local overlong_enable=false
   [ "$overlong_len" -gt 0 ] && overlong_enable=true
   local cfg_flag=()
-  [ "${DRY_RUN:-0}" = 1 ] && cfg_flag=(--cfg job)
+  [ "${DRY_RUN:-0}" = 1 ] && cfg_flag=(--validate)
   # The preset is selected first, so every override below (and the script's own) wins over it.
   python3 -m recipe.pc.main_pc \
     preset="$PRESET" \

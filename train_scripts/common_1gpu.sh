@@ -2,17 +2,34 @@
 # They work on one H100 without flash-attn: sdpa attention, no remove-padding, a small vLLM share,
 # vLLM's V1 model runner (the V2 runner samples with FlashInfer).
 #
-# Environment: MODEL_PATH and DATA_DIR (train.parquet, test.parquet) are required; OUT_DIR (logs,
+# Environment (all optional): MODEL_PATH (a local model folder, or a hub id; default
+# HuggingFaceTB/SmolLM2-135M-Instruct), DATA_DIR (train.parquet and test.parquet; default
+# $OUT_DIR/data, written by data/process_arithmetic.py on first use and reused after), OUT_DIR (logs,
 # default <repo>/outputs/<experiment>), STEPS, GPU_MEM_UTIL (vLLM share, default 0.3),
 # RAY_NUM_CPUS (default 12), RAY_TMP (a Ray temp dir of its own, to run two jobs side by side),
-# DRY_RUN=1 (print the composed config instead of training).
+# DRY_RUN=1 (print the composed config and check it, without a GPU; the model is not fetched).
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-: "${MODEL_PATH:?set MODEL_PATH to a Hugging Face model folder}"
-: "${DATA_DIR:?set DATA_DIR to a folder with train.parquet and test.parquet}"
+MODEL_PATH=${MODEL_PATH:-HuggingFaceTB/SmolLM2-135M-Instruct}
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 RAY_DEDUP_LOGS=0 WANDB_MODE=disabled TOKENIZERS_PARALLELISM=false
 export VLLM_USE_V2_MODEL_RUNNER=${VLLM_USE_V2_MODEL_RUNNER:-0}
+
+# Arguments of data/process_arithmetic.py for the default data folder (the smoke run sets its own).
+ARITH_DATA_ARGS=(--train 3000 --test 200)
+
+# ensure_arith_data DIR: write the arithmetic parquets into DIR unless both are already there.
+ensure_arith_data() {
+  local dir=$1
+  [ -f "$dir/train.parquet" ] && [ -f "$dir/test.parquet" ] && return 0
+  # Written beside DIR and moved in whole, so an interrupted run never leaves a half-written folder.
+  local tmp="$dir.tmp.$$"
+  rm -rf "$tmp"
+  python3 "$REPO/data/process_arithmetic.py" --out_dir "$tmp" "${ARITH_DATA_ARGS[@]}" >&2
+  rm -rf "$dir"
+  mkdir -p "$(dirname "$dir")"
+  mv "$tmp" "$dir"
+}
 
 # launch_1gpu EXPERIMENT [overrides...]
 launch_1gpu() {
@@ -20,13 +37,19 @@ launch_1gpu() {
   shift
   local out_dir=${OUT_DIR:-$REPO/outputs/$experiment}
   mkdir -p "$out_dir"
+  local data_dir=${DATA_DIR:-$out_dir/data}
+  if [ -z "${DATA_DIR:-}" ]; then
+    ensure_arith_data "$data_dir"
+  fi
   export VERL_FILE_LOGGER_PATH=${VERL_FILE_LOGGER_PATH:-$out_dir/metrics.jsonl}
+  echo "$experiment: model $MODEL_PATH, data $data_dir, metrics $VERL_FILE_LOGGER_PATH" >&2
   local extra=()
   [ -n "${RAY_TMP:-}" ] && extra+=("+ray_kwargs.ray_init._temp_dir=$RAY_TMP")
-  [ "${DRY_RUN:-0}" = 1 ] && extra+=(--cfg job)
-  python3 -m recipe.pc.main_pc \
-    data.train_files="$DATA_DIR/train.parquet" \
-    data.val_files="$DATA_DIR/test.parquet" \
+  local validate=()
+  [ "${DRY_RUN:-0}" = 1 ] && validate=(--validate)
+  python3 -m recipe.pc.main_pc "${validate[@]}" \
+    data.train_files="$data_dir/train.parquet" \
+    data.val_files="$data_dir/test.parquet" \
     data.max_prompt_length=128 \
     data.filter_overlong_prompts=false \
     data.dataloader_num_workers=0 \

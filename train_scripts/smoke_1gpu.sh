@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Pilot-Commit smoke run on ONE GPU: a few PC steps of a small model on easy arithmetic.
 #
-#   MODEL_PATH=/path/to/SmolLM2-135M-Instruct DATA_DIR=/path/to/arithmetic bash train_scripts/smoke_1gpu.sh [overrides]
+#   bash train_scripts/smoke_1gpu.sh [overrides]
 #
-# DATA_DIR must hold train.parquet and test.parquet (data/process_arithmetic.py writes them); see
-# common_1gpu.sh for the environment it reads. Extra Hydra overrides are passed through ("$@").
+# Uses SmolLM2-135M-Instruct from the hub (MODEL_PATH=/local/copy to use a folder) and levels 1-2
+# of data/process_arithmetic.py, written under the output folder on first use (DATA_DIR to use your
+# own train.parquet and test.parquet); see common_1gpu.sh for the environment it reads. Extra Hydra
+# overrides are passed through ("$@"). DRY_RUN=1 prints the config and checks it, on CPU.
 set -euo pipefail
 source "$(dirname "$0")/common_1gpu.sh"
+ARITH_DATA_ARGS=(--levels 1 2 --train 160 --test 32)
 STEPS=${STEPS:-4}
 launch_1gpu smoke_1gpu \
   data.train_batch_size=8 \

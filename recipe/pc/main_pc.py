@@ -1,15 +1,24 @@
-"""Entry point: ``python -m recipe.pc.main_pc <hydra overrides>``.
+"""Entry point: ``python -m recipe.pc.main_pc [--validate] <hydra overrides>``.
 
 Composes ``config/pc_trainer.yaml`` over verl's packaged ``ppo_trainer`` and runs verl's
 ``run_ppo`` with a TaskRunner that builds RayPCTrainer (or, with ``algorithm.rollout_allocation``
 set to ``grpo``/``dapo``, the baseline trainer) on the legacy (non-V1) path, whatever
 ``trainer.use_v1`` says.
+
+Before Ray starts it runs every start-up check that needs no GPU (``preflight``). ``--validate``
+prints the composed config (as ``--cfg job`` does), runs those checks without fetching the model,
+and exits non-zero naming each failure.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import inspect
 import os
+import re
 import socket
+import sys
 
 import hydra
 import ray
@@ -19,6 +28,10 @@ from verl.trainer.main_ppo_v0 import BaseTaskRunner
 from verl.utils.device import auto_set_device
 
 from recipe.pc.settings import PCSettings
+
+# A hub id is "owner/name"; anything starting like a path is a local folder.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+HUB_TIMEOUT_S = 10
 
 
 @ray.remote(num_cpus=1)
@@ -81,12 +94,165 @@ class PCTaskRunner(BaseTaskRunner):
         trainer.fit()
 
 
+# ---------------------------------------------------------------------- start-up checks (no GPU)
+def actor_dp_size(config) -> int:
+    """Data-parallel ranks of the actor, as verl's workers compute them from the cluster size."""
+    actor = config.actor_rollout_ref.actor
+    world = int(config.trainer.nnodes) * int(config.trainer.n_gpus_per_node)
+    if actor.strategy == "megatron":
+        model_parallel = (
+            actor.megatron.tensor_model_parallel_size
+            * actor.megatron.pipeline_model_parallel_size
+            * actor.megatron.context_parallel_size
+        )
+        what = "actor_rollout_ref.actor.megatron tensor x pipeline x context parallel sizes"
+    else:
+        model_parallel = actor.get("ulysses_sequence_parallel_size", 1)
+        what = "actor_rollout_ref.actor.ulysses_sequence_parallel_size"
+    if world < 1 or model_parallel < 1:
+        raise ValueError(
+            f"trainer.nnodes * trainer.n_gpus_per_node = {world} GPUs and {what} = {model_parallel} must be positive"
+        )
+    if world % model_parallel:
+        raise ValueError(
+            f"trainer.nnodes * trainer.n_gpus_per_node = {world} GPUs do not split into groups of {what} = "
+            f"{model_parallel}"
+        )
+    return world // model_parallel
+
+
+def _check_pc(config) -> None:
+    settings = PCSettings.from_config(config)
+    settings.check_parallel_sizes(actor_dp_size(config), int(config.actor_rollout_ref.actor.ppo_mini_batch_size))
+
+
+def _check_verl(config) -> None:
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    omega_conf_to_dataclass(config.actor_rollout_ref.rollout)  # the rollout config's own dataclass checks
+
+
+def _check_reward(config) -> None:
+    from verl.utils.import_utils import load_extern_object
+
+    spec = config.reward.get("custom_reward_function") or {}
+    if not spec.get("path"):
+        return
+    try:
+        fn = load_extern_object(module_path=spec.path, object_name=spec.name)
+    except Exception as err:
+        raise ValueError(f"reward.custom_reward_function: cannot load {spec.name!r} from {spec.path!r}: {err}") from err
+    kwargs = dict(spec.get("reward_kwargs") or {})
+    params = inspect.signature(fn).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(set(kwargs) - set(params))
+        if unknown:
+            raise ValueError(
+                f"reward.custom_reward_function.reward_kwargs has {unknown}, which {spec.name} does not take"
+            )
+    # A reward module that offers several graders lists them in GRADERS (see rewards/math_reward.py).
+    graders = getattr(sys.modules.get(fn.__module__), "GRADERS", None)
+    if graders is not None and "grader" in kwargs and kwargs["grader"] not in graders:
+        raise ValueError(
+            f"reward.custom_reward_function.reward_kwargs.grader={kwargs['grader']!r} (GRADER in the scripts): "
+            f"choose one of {tuple(graders)}"
+        )
+
+
+def _check_data_files(config) -> None:
+    missing = []
+    for key in ("data.train_files", "data.val_files"):
+        files = OmegaConf.select(config, key)
+        for path in [files] if isinstance(files, str) else list(files or []):
+            if "://" not in str(path) and not os.path.exists(os.path.expanduser(path)):
+                missing.append(f"{key}: {path}")
+    if missing:
+        raise FileNotFoundError("data files not found: " + "; ".join(missing))
+
+
+def hub_model_problem(repo_id: str) -> str | None:
+    """None when ``repo_id`` is in the local Hugging Face cache or the hub answers for it; else why not."""
+    from huggingface_hub import model_info, snapshot_download
+
+    try:
+        snapshot_download(repo_id, local_files_only=True)
+        return None
+    except Exception:
+        pass  # not cached: ask the hub
+    try:
+        model_info(repo_id, timeout=HUB_TIMEOUT_S)
+        return None
+    except Exception as err:
+        return (
+            f"model {repo_id!r} is not in the local Hugging Face cache and cannot be fetched from the hub "
+            f"({type(err).__name__}); download it where there is network (hf download {repo_id} --local-dir DIR) "
+            "and set MODEL_PATH=DIR (or actor_rollout_ref.model.path=DIR)"
+        )
+
+
+def _check_model(config, fetch: bool) -> str | None:
+    """Raise when the model cannot be used; return a note when it was not checked."""
+    path = str(config.actor_rollout_ref.model.path)
+    if os.path.exists(os.path.expanduser(path)) or "://" in path:
+        return None
+    if not _HUB_ID.match(path):
+        raise FileNotFoundError(f"actor_rollout_ref.model.path={path} (MODEL_PATH) does not exist")
+    if not fetch:
+        return f"actor_rollout_ref.model.path={path} is a hub id: not checked in a dry run (fetched at launch)"
+    problem = hub_model_problem(path)
+    if problem:
+        raise FileNotFoundError(problem)
+    return None
+
+
+def preflight(config, fetch_model: bool) -> tuple[list[str], list[str]]:
+    """Every start-up check that needs no GPU. Returns (problems, notes); each problem names its key."""
+    config = copy.deepcopy(config)
+    OmegaConf.resolve(config)
+    problems, notes = [], []
+    checks = (_check_pc, _check_verl, _check_reward, _check_data_files, lambda c: _check_model(c, fetch_model))
+    for check in checks:
+        try:
+            note = check(config)
+        except Exception as err:  # each check reports its own failure; the rest still run
+            problems.append(str(err).strip() or type(err).__name__)
+        else:
+            if note:
+                notes.append(note)
+    return problems, notes
+
+
+def _report_and_exit_on_problems(config, fetch_model: bool) -> None:
+    # verl's checks print to stdout; keep stdout for the config that --validate prints.
+    with contextlib.redirect_stdout(sys.stderr):
+        problems, notes = preflight(config, fetch_model)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    for problem in problems:
+        print(f"config error: {problem}", file=sys.stderr)
+    if problems:
+        sys.exit(1)
+
+
 @hydra.main(config_path="config", config_name="pc_trainer", version_base=None)
 def main(config):
     auto_set_device(config)
-    PCSettings.from_config(config)  # fail on a bad PC key here, before Ray and the workers start
+    _report_and_exit_on_problems(config, fetch_model=True)  # fail here, before Ray and the workers start
     run_ppo(config, task_runner_class=PCTaskRunner)
 
 
+@hydra.main(config_path="config", config_name="pc_trainer", version_base=None)
+def validate(config):
+    print(OmegaConf.to_yaml(config), end="")
+    _report_and_exit_on_problems(config, fetch_model=False)
+    print("config checks passed", file=sys.stderr)
+
+
 if __name__ == "__main__":
-    main()
+    if "--validate" in sys.argv:
+        sys.argv.remove("--validate")
+        validate()
+    else:
+        main()

@@ -19,6 +19,7 @@ from pprint import pformat
 import numpy as np
 import torch
 from omegaconf import OmegaConf, open_dict
+from tqdm import tqdm
 from verl import DataProto
 from verl.protocol import pad_dataproto_to_divisor, unpad_dataproto
 from verl.trainer.ppo.core_algos import agg_loss
@@ -157,6 +158,8 @@ class RayPCTrainer(RayPPOTrainer):
             if self.config.trainer.get("val_only", False):
                 return
 
+        # As verl's fit: one tick per optimizer step; the postfix shows the rounds that step took.
+        progress = tqdm(total=self.total_training_steps, initial=self.global_steps, desc="Training Progress")
         self.global_steps += 1
         SkipManager.set_step(self.global_steps)
         tally, parts, timing_raw = StepTally(), [], {}
@@ -191,9 +194,12 @@ class RayPCTrainer(RayPPOTrainer):
                     last_validated_step = self.global_steps
 
                 self._log_step(batch, metrics, timing_raw)
+                progress.set_postfix(rounds=tally.rounds, refresh=False)
+                progress.update(1)
                 tally, parts, timing_raw = StepTally(), [], {}
                 self.buffer.counters.reset()
                 if is_last_step:
+                    progress.close()
                     self._finish()
                     return
                 self.global_steps += 1
@@ -209,6 +215,7 @@ class RayPCTrainer(RayPPOTrainer):
                 )
                 break
 
+        progress.close()
         self._finish_after_last_epoch(last_validated_step)
 
     def _is_last_step(self) -> bool:

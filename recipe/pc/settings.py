@@ -1,46 +1,130 @@
-"""The Pilot-Commit keys of the Hydra config, read once and checked with errors that name the key."""
+"""The Pilot-Commit keys of the Hydra config, read once and checked with errors that name the key.
+
+Each field of ``PCSettings`` names its config key in ``pc_key(...)`` and its Python type in the
+annotation; ``from_config`` reads every key strictly by that type, so adding a key is one field.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import types
+import typing
 from dataclasses import dataclass
+
+from omegaconf import OmegaConf
 
 from recipe.pc.replay_buffer import PROMPT_STRATEGIES, RESPONSE_STRATEGIES, TIE_ORDERS
 
 METHODS = ("pilot_commit", "grpo", "dapo")
 DAPO_STEP_UNITS = ("update", "round")
 
+_ABSENT = object()
+
+# Options that verl 0.9.1's stock RayPPOTrainer.fit() acts on but RayPCTrainer.fit() does not run:
+# (key, the default that is accepted, why it is refused).
+STOCK_OPTIONS_NOT_RUN = (
+    ("global_profiler.steps", None, "the Pilot-Commit loop does not start or stop verl's step profiler"),
+    (
+        "trainer.esi_redundant_time",
+        0,
+        "the Pilot-Commit loop does not force a checkpoint before an elastic instance expires",
+    ),
+)
+
 
 class PCConfigError(ValueError):
     """A Pilot-Commit config value that cannot work; the message names the key and a fix."""
 
 
+def pc_key(key: str, *, default=_ABSENT, fallback: str | None = None, if_none=_ABSENT, dapo_key: str | None = None):
+    """A settings field read from config ``key``.
+
+    ``default``: used when the key is absent; ``fallback``: another key read when the value is null;
+    ``if_none``: the value when both are null; ``dapo_key``: the key read instead when the method is dapo.
+    """
+    meta = {"key": key, "default": default, "fallback": fallback, "if_none": if_none, "dapo_key": dapo_key}
+    return dataclasses.field(metadata=meta)
+
+
+def _strict(key: str, value, annotation):
+    """``value`` as ``annotation`` (bool, int, float, str, optionally ``| None``), or an error naming ``key``."""
+    args = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else ()
+    nullable = type(None) in args
+    base = next((a for a in args if a is not type(None)), annotation)
+    if value is None and nullable:
+        return None
+    # bool is a subclass of int: keep true/false out of numeric keys and numbers out of flags.
+    if base is bool and isinstance(value, bool):
+        return value
+    if base is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if base is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if base is str and isinstance(value, str):
+        return value
+    wanted = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}[base]
+    null = " or null" if nullable else ""
+    shown = "null" if value is None else f"{value!r} ({type(value).__name__})"
+    raise PCConfigError(f"{key}={shown} must be {wanted}{null}")
+
+
+def check_supported_options(config) -> None:
+    """Refuse stock trainer options that this trainer's fit() would silently ignore."""
+    for key, default, why in STOCK_OPTIONS_NOT_RUN:
+        value = OmegaConf.select(config, key, default=default)
+        if value != default:
+            shown = "null" if default is None else default
+            raise PCConfigError(f"{key}={value!r} is not supported: {why}; leave it at {shown}")
+    estimator = OmegaConf.select(config, "algorithm.adv_estimator", default=None)
+    if str(estimator).lower() == "remax":
+        raise PCConfigError(
+            "algorithm.adv_estimator=remax is not supported: the Pilot-Commit loop generates no greedy baseline "
+            "rollouts; use grpo (or another group estimator)"
+        )
+
+
 @dataclass(frozen=True)
 class PCSettings:
-    method: str  # pilot_commit, or a baseline on the same loop: grpo | dapo
-    train_batch_size: int  # B: prompts per optimizer step
-    gen_batch_size: int  # G: pilot prompts per round
-    n_pilot: int
-    n_pilot_effective: int  # pilot rollouts reused in a training group
-    n_commit: int
-    p_lower: float
-    p_upper: float
-    evict_threshold: float | None
-    agg_metric: str  # the band's metric (pilot_commit) or the group filter's metric (dapo)
-    max_num_gen_batches: int  # <= 0: unlimited rounds per step
-    buffer_size: int
-    buffer_max_off_steps: int
-    prompt_strategy: str
-    response_strategy: str
-    seed: int
-    mini_batch_unit: str  # rollout_n: ppo_mini_batch_size x rollout.n rows (reference); group: x group size
-    carry_over_epoch: bool  # keep the buffer and a partial batch across an epoch boundary
-    min_train_prompts: int | None  # train a batch unfilled after max_num_gen_batches rounds if it has this many
-    raise_on_unfilled_batch: bool  # ... or stop with an error instead
+    # pilot_commit, or a baseline on the same loop: grpo | dapo. Read first: dapo reads two keys elsewhere.
+    method: str = pc_key("algorithm.rollout_allocation", default="pilot_commit")
+    train_batch_size: int = pc_key("data.train_batch_size")  # B: prompts per optimizer step
+    gen_batch_size: int = pc_key("data.gen_batch_size", default=None, fallback="data.train_batch_size")  # G
+    n_pilot: int = pc_key("algorithm.exploration.n")
+    # pilot rollouts reused in a training group
+    n_pilot_effective: int = pc_key(
+        "algorithm.exploration.n_effective", default=None, fallback="algorithm.exploration.n"
+    )
+    n_commit: int = pc_key("actor_rollout_ref.rollout.n")
+    p_lower: float = pc_key("algorithm.diversity_threshold_lower")
+    p_upper: float = pc_key("algorithm.diversity_threshold_upper")
+    evict_threshold: float | None = pc_key("algorithm.exclude_threshold_upper")
+    # the band's metric (pilot_commit) or the group filter's metric (dapo)
+    agg_metric: str = pc_key("algorithm.agg_metric", dapo_key="algorithm.filter_groups.metric")
+    # <= 0: unlimited rounds per step
+    max_num_gen_batches: int = pc_key(
+        "algorithm.max_num_gen_batches", dapo_key="algorithm.filter_groups.max_num_gen_batches"
+    )
+    buffer_size: int = pc_key("algorithm.buffer_size")
+    buffer_max_off_steps: int = pc_key("algorithm.buffer_max_off_steps")
+    prompt_strategy: str = pc_key("algorithm.buffer_sampling_method")
+    response_strategy: str = pc_key("algorithm.buffer_response_sampling_method")
+    seed: int = pc_key("algorithm.seed", default=None, fallback="data.seed", if_none=0)
+    # rollout_n: ppo_mini_batch_size x rollout.n rows (reference); group: x group size
+    mini_batch_unit: str = pc_key("algorithm.mini_batch_unit", default="rollout_n")
+    # keep the buffer and a partial batch across an epoch boundary
+    carry_over_epoch: bool = pc_key("algorithm.carry_over_epoch", default=True)
+    # train a batch unfilled after max_num_gen_batches rounds if it has this many
+    min_train_prompts: int | None = pc_key("algorithm.min_train_prompts", default=None)
+    # ... or stop with an error instead
+    raise_on_unfilled_batch: bool = pc_key("algorithm.raise_on_unfilled_batch", default=False)
     # --- reference-preset keys (issue #11) ---
-    partial_mini_batch: bool = False  # a step may end in a partial PPO mini-batch, weighted by its share of rows
-    dapo_step_unit: str = "update"  # DAPO: total_training_steps counts optimizer steps (update) or rounds (round)
-    buffer_tie_order: str = "newest_first"  # max_variance ties on (std, step): newest_first | oldest_first
+    # a step may end in a partial PPO mini-batch, weighted by its share of rows
+    partial_mini_batch: bool = pc_key("algorithm.partial_mini_batch", default=False)
+    # DAPO: total_training_steps counts optimizer steps (update) or generation rounds (round)
+    dapo_step_unit: str = pc_key("algorithm.dapo_step_unit", default="update")
+    # max_variance ties on (std, step): newest_first | oldest_first
+    buffer_tie_order: str = pc_key("algorithm.buffer_tie_order", default="newest_first")
 
     @property
     def group_size(self) -> int:
@@ -55,46 +139,23 @@ class PCSettings:
 
     @classmethod
     def from_config(cls, config) -> PCSettings:
-        algo, data = config.algorithm, config.data
-        rollout_n = int(config.actor_rollout_ref.rollout.n)
-        n_pilot = int(algo.exploration.n)
-        n_eff = algo.exploration.get("n_effective", None)
-        n_eff = n_pilot if n_eff is None else int(n_eff)
-        seed = algo.get("seed", None)
-        if seed is None:
-            seed = data.get("seed", None)
-        method = str(algo.get("rollout_allocation", "pilot_commit"))
-        # DAPO keeps verl's own filter_groups keys for its metric and round limit.
-        agg_metric, max_rounds = str(algo.agg_metric), int(algo.max_num_gen_batches)
-        if method == "dapo":
-            agg_metric = str(algo.filter_groups.metric)
-            max_rounds = int(algo.filter_groups.max_num_gen_batches)
-        settings = cls(
-            method=method,
-            train_batch_size=int(data.train_batch_size),
-            gen_batch_size=int(data.get("gen_batch_size", None) or data.train_batch_size),
-            n_pilot=n_pilot,
-            n_pilot_effective=n_eff,
-            n_commit=rollout_n,
-            p_lower=float(algo.diversity_threshold_lower),
-            p_upper=float(algo.diversity_threshold_upper),
-            evict_threshold=None if algo.exclude_threshold_upper is None else float(algo.exclude_threshold_upper),
-            agg_metric=agg_metric,
-            max_num_gen_batches=max_rounds,
-            buffer_size=int(algo.buffer_size),
-            buffer_max_off_steps=int(algo.buffer_max_off_steps),
-            prompt_strategy=str(algo.buffer_sampling_method),
-            response_strategy=str(algo.buffer_response_sampling_method),
-            seed=0 if seed is None else int(seed),
-            mini_batch_unit=str(algo.get("mini_batch_unit", "rollout_n")),
-            carry_over_epoch=bool(algo.get("carry_over_epoch", True)),
-            min_train_prompts=None if algo.get("min_train_prompts") is None else int(algo.min_train_prompts),
-            raise_on_unfilled_batch=bool(algo.get("raise_on_unfilled_batch", False)),
-            # --- reference-preset keys (issue #11) ---
-            partial_mini_batch=bool(algo.get("partial_mini_batch", False)),
-            dapo_step_unit=str(algo.get("dapo_step_unit", "update")),
-            buffer_tie_order=str(algo.get("buffer_tie_order", "newest_first")),
-        )
+        check_supported_options(config)
+        hints = typing.get_type_hints(cls)
+        values: dict = {}
+        for f in dataclasses.fields(cls):
+            meta = f.metadata
+            key = meta["dapo_key"] if meta["dapo_key"] and values.get("method") == "dapo" else meta["key"]
+            value = OmegaConf.select(config, key, default=_ABSENT)
+            if value is _ABSENT:
+                if meta["default"] is _ABSENT:
+                    raise PCConfigError(f"{key} is missing from the config")
+                value = meta["default"]
+            if value is None and meta["fallback"]:
+                key, value = meta["fallback"], OmegaConf.select(config, meta["fallback"], default=None)
+            if value is None and meta["if_none"] is not _ABSENT:
+                value = meta["if_none"]
+            values[f.name] = _strict(key, value, hints[f.name])
+        settings = cls(**values)
         settings.validate()
         if settings.partial_mini_batch:  # --- reference-preset keys (issue #11) ---
             check_partial_mini_batch(config.actor_rollout_ref.actor)
@@ -194,6 +255,8 @@ class PCSettings:
         rollout.n is the commit count, as in the reference) and asserts that it divides each rank's
         rows; ``algorithm.mini_batch_unit=group`` counts whole training groups instead.
         """
+        if ppo_mini_batch_size < 1:
+            raise PCConfigError(f"actor_rollout_ref.actor.ppo_mini_batch_size={ppo_mini_batch_size} must be at least 1")
         rows = self.train_rows
         mult = self.mini_batch_multiplier
         mini_rows = ppo_mini_batch_size * mult
