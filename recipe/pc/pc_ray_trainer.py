@@ -39,7 +39,8 @@ from verl.utils.metric import reduce_metrics
 from verl.utils.skip.skip_manager import SkipManager
 from verl.utils.tracking import Tracking
 
-from recipe.pc.allocation import classify_pilot, commit_size, generation_divisor, group_rows, group_stats
+from recipe.pc.allocation import classify_pilot, commit_size, generation_divisor, group_stats
+from recipe.pc.compact import BatchBuffers, CompactRows, Segment, assemble
 from recipe.pc.metrics import StepTally, step_metrics
 from recipe.pc.replay_buffer import Draw, PilotReplayBuffer
 from recipe.pc.settings import PCConfigError, PCSettings
@@ -58,12 +59,12 @@ PC_STATE_FILE = "pilot_commit_state.pt"
 class PilotRound:
     """The passing pilot groups of one round, stored once; buffer entries point into it.
 
-    ``rollouts`` holds ``n_pilot`` consecutive rows per passing prompt and ``prompts`` one
+    ``rollouts`` holds ``n_pilot`` consecutive rows per passing prompt, compacted, and ``prompts`` one
     dataloader row per passing prompt, in the same order. It is freed once no entry refers to it.
     """
 
     prompts: DataProto
-    rollouts: DataProto
+    rollouts: CompactRows
     n_pilot: int
 
 
@@ -101,6 +102,7 @@ class RayPCTrainer(RayPPOTrainer):
         self.gen_round = 0  # rounds since the start of training; part of each pilot uid
         self.epoch = 0
         self._last_saved_step = None
+        self._batch_buffers = BatchBuffers()
 
     # ------------------------------------------------------------------ set-up checks
     def _check_supported_features(self) -> None:
@@ -238,7 +240,7 @@ class RayPCTrainer(RayPPOTrainer):
         tally.commit_rollouts += len(commit_rows)
         tally.committed_prompts += len(draws)
         tally.commit_ages.append(np.array([self.global_steps - d.entry.inserted_step for d in draws]))
-        return self._concat_rows([reused, commit_rows], what="reused pilot rollouts and commit rollouts")
+        return self._round_contribution(reused, commit_rows)
 
     def _start_round(self, batch_dict: dict, tally: StepTally) -> DataProto:
         """Count a new round and turn its dataloader batch into prompts with ids and uids."""
@@ -263,25 +265,30 @@ class RayPCTrainer(RayPPOTrainer):
         prompts.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
         return prompts
 
-    def _take_from_buffer(self, draws: list[Draw]) -> tuple[DataProto | None, DataProto | None]:
-        """Prompt rows and reused pilot rollouts of the drawn prompts, selected once per pilot round."""
+    def _take_from_buffer(self, draws: list[Draw]) -> tuple[DataProto | None, list[Segment]]:
+        """Prompt rows of the drawn prompts, and where their reused pilot rollouts lie (one segment per pilot
+        round); the rollouts themselves are only copied once, into the step's training batch."""
         if not draws:
-            return None, None
+            return None, []
         by_round: dict[int, tuple[PilotRound, list[Draw]]] = {}
         for draw in draws:
             ref: PilotRef = draw.entry.payload
             by_round.setdefault(id(ref.round), (ref.round, []))[1].append(draw)
-        prompt_parts, rollout_parts = [], []
+        prompt_parts, reused = [], []
         for pilot_round, round_draws in by_round.values():
             positions = np.array([d.entry.payload.position for d in round_draws])
             rows = np.concatenate(
                 [d.entry.payload.position * pilot_round.n_pilot + d.response_index for d in round_draws]
             )
             prompt_parts.append(pilot_round.prompts.select_idxs(positions))
-            rollout_parts.append(pilot_round.rollouts.select_idxs(rows))
+            reused.append(Segment(pilot_round.rollouts, rows))
         commit_prompts = self._concat_rows(prompt_parts, what="buffered prompt rows")
-        reused = self._concat_rows(rollout_parts, what="buffered pilot rollouts")
         return commit_prompts, reused
+
+    @staticmethod
+    def _round_contribution(reused: list[Segment], commit_rows: DataProto) -> list[Segment]:
+        """A round's training rows, in batch order: reused pilot rollouts, then the commit rollouts."""
+        return [*reused, Segment(commit_rows)]
 
     def _generate(self, requests: list[tuple[DataProto, int]], tally: StepTally, timing_raw: dict) -> list[DataProto]:
         """Generate every request (prompts, rollouts per prompt) in ONE call; rows with rewards per request."""
@@ -380,15 +387,22 @@ class RayPCTrainer(RayPPOTrainer):
         passing = np.flatnonzero(verdict.passed & fresh)
         if passing.size == 0:
             return
+        self._park_in_buffer(
+            pilot_rows, prompts, verdict.stats.first_row[passing], verdict.stats.prompt_ids[passing], values
+        )
+
+    def _park_in_buffer(
+        self, pilot_rows: DataProto, prompts: DataProto, first_rows: np.ndarray, prompt_ids: np.ndarray, values
+    ) -> None:
+        """Store the passing groups (first pilot row of each given) compactly, one buffer entry per prompt."""
         # Rows are interleaved, so prompt j owns rows [j*n, (j+1)*n) of the pilot and row j of prompts.
-        first_rows = verdict.stats.first_row[passing]
         prompt_pos = first_rows // self.pc.n_pilot
-        rows = group_rows(first_rows, self.pc.n_pilot)
         kept_prompts = prompts.select_idxs(prompt_pos)
         kept_prompts.meta_info = {}
-        pilot_round = PilotRound(prompts=kept_prompts, rollouts=pilot_rows.select_idxs(rows), n_pilot=self.pc.n_pilot)
-        group_values = values[rows].reshape(-1, self.pc.n_pilot)
-        for position, prompt_id in enumerate(verdict.stats.prompt_ids[passing].tolist()):
+        rollouts = CompactRows.from_proto(pilot_rows, self.pc.n_pilot, groups=prompt_pos)
+        pilot_round = PilotRound(prompts=kept_prompts, rollouts=rollouts, n_pilot=self.pc.n_pilot)
+        group_values = values.reshape(-1, self.pc.n_pilot)[prompt_pos]
+        for position, prompt_id in enumerate(prompt_ids.tolist()):
             self.buffer.add(prompt_id, PilotRef(pilot_round, position), group_values[position], self.global_steps)
 
     def _batch_ready(self, tally: StepTally) -> bool:
@@ -421,10 +435,15 @@ class RayPCTrainer(RayPPOTrainer):
         return self.pc.trainable_unit(dp_size, int(self.config.actor_rollout_ref.actor.ppo_mini_batch_size))
 
     # ------------------------------------------------------------------ the training step
-    def _assemble_training_batch(self, parts: list[DataProto], tally: StepTally) -> DataProto:
-        """The step's groups; an unfilled batch is cut to whole mini-batches (the cut groups are counted)."""
-        batch = self._concat_rows(parts, what="training contributions")
-        uids, first, counts = np.unique(batch.non_tensor_batch["uid"], return_index=True, return_counts=True)
+    def _assemble_training_batch(self, parts: list[list[Segment]], tally: StepTally) -> DataProto:
+        """The step's groups, written once into a batch reused across steps (see ``BatchBuffers`` for when
+        that is safe); an unfilled batch is cut to whole mini-batches (the cut groups are counted)."""
+        segments = [segment for part in parts for segment in part if len(segment)]
+        if not segments:
+            raise RuntimeError(f"step {self.global_steps} has no training rows to assemble")
+        uid_parts = [s.non_tensor["uid"] if s.index is None else s.non_tensor["uid"][s.index] for s in segments]
+        all_uids = np.concatenate(uid_parts)
+        uids, first, counts = np.unique(all_uids, return_index=True, return_counts=True)
         if (counts != self.pc.group_size).any() or len(uids) > self.pc.train_batch_size:
             raise RuntimeError(
                 f"step {self.global_steps} assembled {len(uids)} groups of sizes {np.unique(counts).tolist()}; "
@@ -434,11 +453,22 @@ class RayPCTrainer(RayPPOTrainer):
             unit = self._trainable_unit()
             keep = np.sort(uids[np.argsort(first, kind="stable")][: len(uids) // unit * unit])
             tally.unfilled_dropped_prompts = len(uids) - len(keep)
-            batch = batch.select_idxs(np.isin(batch.non_tensor_batch["uid"], keep))
+            segments = self._keep_groups(segments, uid_parts, keep)
+        batch = assemble(segments, self._batch_buffers, what="training contributions")
         # Not global_steps: the rollout server already returns a per-row "global_steps" field (its weight
         # version), and to_tensordict refuses a meta_info key that is also a row field.
         batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
         return batch
+
+    @staticmethod
+    def _keep_groups(segments: list[Segment], uid_parts: list[np.ndarray], keep: np.ndarray) -> list[Segment]:
+        """The segments cut to the rows of the kept groups, in the same order."""
+        cut = []
+        for segment, seg_uids in zip(segments, uid_parts, strict=True):
+            rows = np.flatnonzero(np.isin(seg_uids, keep))
+            index = rows if segment.index is None else np.asarray(segment.index)[rows]
+            cut.append(Segment(segment.rows, index))
+        return cut
 
     def _update_policy(self, batch: DataProto, metrics: dict, timing_raw: dict, is_last_step: bool) -> DataProto:
         """The stock PPO/GRPO update on the assembled batch (old log-probs recomputed for every row)."""
