@@ -182,3 +182,77 @@ def test_unfilled_batches_are_cut_like_the_old_assembly(tmp_path, tokenizer):
     old = run(tmp_path, tokenizer, OldAssemblyTrainer, extra, probs=probs, name="old")
     assert any(cut for _, _, cut in new.assembled)
     assert_same_batches(new.assembled, old.assembled)
+
+
+def test_a_resumed_buffer_assembles_the_batches_of_the_uninterrupted_old_assembly(tmp_path, tokenizer):
+    save = ["trainer.save_freq=3"]
+    old = run(tmp_path, tokenizer, OldAssemblyTrainer, ["trainer.total_training_steps=7"], name="old")
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    env_file_logger(cut)
+    build_trainer(cut, tokenizer, extra=[*save, "trainer.total_training_steps=3"]).fit()
+    env_file_logger(cut)
+    resumed = build_trainer(cut, tokenizer, trainer_cls=recording(RayPCTrainer), extra=[*save, "trainer.total_training_steps=7"])
+    resumed.assembled = []
+    resumed.fit()
+    assert resumed.actor_rollout_wg.loaded_step == 3
+    assert_same_batches(resumed.assembled, old.assembled[3:])
+
+
+def test_compact_rows_store_each_derivable_field_once(tmp_path, tokenizer):
+    trainer = run(tmp_path, tokenizer, RayPCTrainer, ["trainer.total_training_steps=2"])
+    rows = trainer.buffer.entries()[0].payload.round.rollouts
+    kinds = {k: f.kind for k, f in rows.fields.items()}
+    assert kinds == {
+        "dummy_tensor": "per_group",
+        "prompts": "per_group",
+        "responses": "dense",
+        "response_mask": "tail",
+        "input_ids": "concat",
+        "attention_mask": "dense",
+        "position_ids": "positions",
+        "rm_scores": "sparse",
+        "token_level_scores": "alias",
+    }
+    assert rows.fields["responses"].data.dtype == torch.uint8  # the stand-in's token ids fit a byte
+    assert rows.fields["attention_mask"].data.dtype == torch.bool
+
+
+def test_layouts_that_break_a_derivation_are_stored_as_they_are():
+    from tensordict import TensorDict
+
+    n, group, p, r = 6, 3, 4, 5
+    prompts = torch.randint(3, 300, (n, p))
+    responses = torch.randint(3, 300, (n, r))
+    mask = torch.ones(n, p + r, dtype=torch.long)
+    mask[1, 6:] = 0
+    positions = torch.clamp(torch.cumsum(mask, 1) - 1, min=0)
+    positions[4, 0] = 9  # not derivable from the mask
+    response_mask = mask[:, p:].clone()
+    response_mask[2, 1] = 0  # a tool-output token inside the response
+    input_ids = torch.cat([prompts, responses], 1)
+    input_ids[5, 0] = 1
+    scores = torch.zeros(n, r)
+    scores[0, 1:3] = 0.5  # two non-zeros in one row: not sparse
+    td = TensorDict(
+        {
+            "prompts": prompts,
+            "responses": responses,
+            "attention_mask": mask,
+            "input_ids": input_ids,
+            "position_ids": positions,
+            "response_mask": response_mask,
+            "rm_scores": scores,
+            "token_level_scores": scores + 1,
+        },
+        batch_size=[n],
+    )
+    rows = DataProto(batch=td, non_tensor_batch={"uid": np.arange(n).astype(object)})
+    compact = CompactRows.from_proto(rows, group, groups=np.array([1, 0]))
+    assert all(f.kind == "dense" for k, f in compact.fields.items() if k not in ("attention_mask",))
+    assert compact.fields["responses"].data.dtype == torch.int16
+    out = assemble([Segment(compact, np.array([5, 0, 3]))], None, "rows")
+    source = np.array([2, 3, 0])  # kept rows are group 1 (rows 3-5) then group 0 (rows 0-2)
+    for key in td.keys():
+        assert torch.equal(out.batch[key], td[key][torch.from_numpy(source)]), key
+    assert out.non_tensor_batch["uid"].tolist() == [2, 3, 0]

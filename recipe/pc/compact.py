@@ -109,9 +109,12 @@ class CompactRows:
         row_idx = (groups[:, None] * group + np.arange(group)).reshape(-1)
         select = {"rows": torch.from_numpy(row_idx), "groups": torch.from_numpy(groups)}
         td = rows.batch
-        fields: dict[str, Field] = {}
-        for key in td.keys():
-            fields[key] = _encode(key, td[key], td, fields, group, select)
+        derivable = set(CONCAT_FIELDS) | set(POSITION_FIELDS) | set(TAIL_FIELDS) | set(ALIAS_CANDIDATES)
+        encoded: dict[str, Field] = {}
+        # Sources first, so a derivable field can be checked against them; then back in the rows' key order.
+        for key in sorted(td.keys(), key=lambda k: k in derivable):
+            encoded[key] = _encode(key, td[key], td, encoded, group, select)
+        fields = {key: encoded[key] for key in td.keys()}
         non_tensor = {k: np.asarray(v)[row_idx] for k, v in rows.non_tensor_batch.items()}
         return cls(len(row_idx), group, fields, non_tensor)
 

@@ -34,11 +34,13 @@ from verl.trainer.ppo.ray_trainer import (
     compute_response_mask,
 )
 from verl.trainer.ppo.reward import extract_reward
+from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 from verl.utils.debug import marked_timer
 from verl.utils.metric import reduce_metrics
 from verl.utils.skip.skip_manager import SkipManager
 from verl.utils.tracking import Tracking
 
+from recipe.pc import checkpoint as ckpt
 from recipe.pc.allocation import classify_pilot, commit_size, generation_divisor, group_stats
 from recipe.pc.compact import BatchBuffers, CompactRows, Segment, assemble
 from recipe.pc.metrics import StepTally, step_metrics
@@ -52,7 +54,7 @@ logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 ROLLOUT_STEP = "pc_rollout_step"
 IS_PILOT = "pc_is_pilot"
 # Saved next to verl's actor checkpoint and data.pt in each global_step_N folder.
-PC_STATE_FILE = "pilot_commit_state.pt"
+PC_STATE_FILE = ckpt.STATE_FILE
 
 
 @dataclass
@@ -103,6 +105,7 @@ class RayPCTrainer(RayPPOTrainer):
         self.epoch = 0
         self._last_saved_step = None
         self._batch_buffers = BatchBuffers()
+        self._resumed_from: str | None = None
 
     # ------------------------------------------------------------------ set-up checks
     def _check_supported_features(self) -> None:
@@ -643,61 +646,109 @@ class RayPCTrainer(RayPPOTrainer):
 
     # ------------------------------------------------------------------ checkpoints
     def _save_checkpoint(self):
-        super()._save_checkpoint()
+        # The PC state goes first and atomically: verl's "latest" marker, written last by super(), then
+        # never names a folder without a complete state.
         folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
-        torch.save(self._pc_state(), os.path.join(folder, PC_STATE_FILE))
+        ckpt.write_state(self._pc_state(), os.path.join(folder, PC_STATE_FILE))
+        super()._save_checkpoint()
         self._last_saved_step = self.global_steps
+        keep = {folder} | ({self._resumed_from} if self._resumed_from else set())
+        ckpt.prune_states(self.config.trainer.default_local_dir, keep)
 
     def _load_checkpoint(self):
-        super()._load_checkpoint()
-        if self.global_steps == 0:
-            return
         folder = self._resumed_folder()
+        if folder is None:
+            return super()._load_checkpoint()
         state_path = os.path.join(folder, PC_STATE_FILE)
         if not os.path.exists(state_path):
-            raise FileNotFoundError(
-                f"{state_path} is missing: {folder} was not written by the Pilot-Commit trainer, so its buffer, "
-                "eviction and counters cannot be restored; resume from a Pilot-Commit checkpoint or set "
-                "trainer.resume_mode=disable"
-            )
-        self._load_pc_state(torch.load(state_path, weights_only=False))
+            folder = self._fall_back_from(folder)
+            state_path = os.path.join(folder, PC_STATE_FILE)
+        # Read and checked before verl loads the actor: a bad state fails fast, before any step.
+        state = ckpt.read_state(state_path, self._state_config())
+        trainer_cfg = self.config.trainer
+        saved = (trainer_cfg.resume_mode, trainer_cfg.get("resume_from_path"))
+        with open_dict(trainer_cfg):
+            trainer_cfg.resume_mode, trainer_cfg.resume_from_path = "resume_path", folder
+            try:
+                super()._load_checkpoint()
+            finally:
+                trainer_cfg.resume_mode, trainer_cfg.resume_from_path = saved
+        try:
+            self._load_pc_state(state)
+        except (KeyError, TypeError, ValueError, IndexError) as err:
+            raise ckpt.CheckpointError(f"{state_path} is malformed: {type(err).__name__}: {err}") from err
+        self._resumed_from = folder
         # verl skips the dataloader state when global_steps looks like an epoch end (one batch per step);
         # here a step spans several batches, so the saved position is always the one to resume from.
         data_path = os.path.join(folder, "data.pt")
         if os.path.exists(data_path):
-            self.train_dataloader.load_state_dict(torch.load(data_path, weights_only=False))
+            self.train_dataloader.load_state_dict(ckpt.load_plain_data(data_path))
 
-    def _resumed_folder(self) -> str:
-        if self.config.trainer.resume_mode == "resume_path":
-            return os.path.abspath(self.config.trainer.resume_from_path)
-        return os.path.join(os.path.abspath(self.config.trainer.default_local_dir), f"global_step_{self.global_steps}")
+    def _resumed_folder(self) -> str | None:
+        """The global_step_N folder verl would resume from, or None for a fresh start."""
+        trainer_cfg = self.config.trainer
+        if trainer_cfg.resume_mode == "disable":
+            return None
+        if trainer_cfg.resume_mode == "resume_path":
+            return os.path.abspath(trainer_cfg.resume_from_path)
+        return find_latest_ckpt_path(os.path.abspath(trainer_cfg.default_local_dir))
+
+    def _fall_back_from(self, folder: str) -> str:
+        """The previous complete checkpoint when ``folder`` has no PC state (a save cut short by an older release)."""
+        root = os.path.dirname(folder)
+        step = int(os.path.basename(folder).removeprefix("global_step_"))
+        previous = ckpt.previous_complete(root, step) if self.config.trainer.resume_mode == "auto" else None
+        if previous is None:
+            raise FileNotFoundError(
+                f"{os.path.join(folder, PC_STATE_FILE)} is missing and no earlier checkpoint under {root} has a "
+                "complete Pilot-Commit state, so the buffer, eviction and counters cannot be restored; resume from a "
+                "Pilot-Commit checkpoint or set trainer.resume_mode=disable"
+            )
+        logger.warning(
+            "%s has no Pilot-Commit state (its save did not finish); resuming from %s, the previous complete one",
+            folder,
+            previous,
+        )
+        return previous
+
+    def _state_config(self) -> dict:
+        """Settings a saved buffer must agree with: they shape its groups and rows."""
+        return {
+            "exploration.n": self.pc.n_pilot,
+            "exploration.n_effective": self.pc.n_pilot_effective,
+            "rollout.n": self.pc.n_commit,
+        }
 
     def _pc_state(self) -> dict:
+        dataset_state = self.train_dataset.state_dict() if hasattr(self.train_dataset, "state_dict") else None
         return {
-            "buffer": self.buffer.state_dict(),
-            "rng": self.rng.bit_generator.state,
-            "evict_next_epoch": sorted(self.evict_next_epoch),
-            "dataset": self.train_dataset.state_dict() if hasattr(self.train_dataset, "state_dict") else None,
-            "epoch": self.epoch,
-            "gen_round": self.gen_round,
-            "cumulative_rollouts": self.cumulative_rollouts,
-            "cumulative_trained_rollouts": self.cumulative_trained_rollouts,
-            "total_consumed_prompts": self.total_consumed_prompts,
-            "total_sampling_rounds": self.total_sampling_rounds,
+            "format": ckpt.FORMAT,
+            "version": ckpt.VERSION,
+            "config": self._state_config(),
+            "buffer": ckpt.buffer_to_plain(self.buffer.entries(), self.buffer.state_dict()["next_order"]),
+            "rng": ckpt.to_plain(self.rng.bit_generator.state, "rng"),
+            "evict_next_epoch": sorted(int(i) for i in self.evict_next_epoch),
+            "dataset": ckpt.to_plain(dataset_state, "dataset"),
+            "counters": {
+                "epoch": self.epoch,
+                "gen_round": self.gen_round,
+                "cumulative_rollouts": self.cumulative_rollouts,
+                "cumulative_trained_rollouts": self.cumulative_trained_rollouts,
+                "total_consumed_prompts": self.total_consumed_prompts,
+                "total_sampling_rounds": self.total_sampling_rounds,
+            },
         }
 
     def _load_pc_state(self, state: dict) -> None:
-        self.buffer.load_state_dict(state["buffer"])
-        self.rng.bit_generator.state = state["rng"]
+        self.buffer.load_state_dict(ckpt.buffer_from_plain(state["buffer"], PilotRound, PilotRef))
+        self.rng.bit_generator.state = ckpt.from_plain(state["rng"])
         self.evict_next_epoch = set(state["evict_next_epoch"])
         if state["dataset"] is not None:
-            self.train_dataset.load_state_dict(state["dataset"])
-        self.epoch = state["epoch"]
-        self.gen_round = state["gen_round"]
-        self.cumulative_rollouts = state["cumulative_rollouts"]
-        self.cumulative_trained_rollouts = state["cumulative_trained_rollouts"]
-        self.total_consumed_prompts = state["total_consumed_prompts"]
-        self.total_sampling_rounds = state["total_sampling_rounds"]
+            self.train_dataset.load_state_dict(ckpt.from_plain(state["dataset"]))
+        for name, value in state["counters"].items():
+            if not hasattr(self, name):
+                raise KeyError(f"unknown counter {name!r}")
+            setattr(self, name, int(value))
 
     # ------------------------------------------------------------------ helpers
     @staticmethod
