@@ -64,9 +64,13 @@ class FreshRollouts:
         n, p, r = len(prompts), self.prompt_len, self.response_len
         prompt_lens = torch.randint(max(1, p // 4), p + 1, (n, 1), generator=self.gen)
         response_lens = torch.randint(1, r + 1, (n, 1), generator=self.gen)
-        prompt_mask = (torch.arange(p) >= p - prompt_lens).long()
         response_mask = (torch.arange(r) < response_lens).long()
-        prompt_ids = torch.randint(3, self.vocab, (n, p), generator=self.gen) * prompt_mask
+        # Rows of one prompt share its prompt tokens, as in a real rollout.
+        _, first, which = np.unique(prompts.non_tensor_batch["index"], return_index=True, return_inverse=True)
+        which = torch.from_numpy(which.reshape(-1))
+        prompt_lens = prompt_lens[torch.from_numpy(first)][which]
+        prompt_mask = (torch.arange(p) >= p - prompt_lens).long()
+        prompt_ids = torch.randint(3, self.vocab, (len(first), p), generator=self.gen)[which] * prompt_mask
         responses = torch.randint(3, self.vocab, (n, r), generator=self.gen) * response_mask
         attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
         probs = np.array([e["success_prob"] for e in prompts.non_tensor_batch["extra_info"]])
@@ -310,7 +314,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
             result = run_shape(args, prompt_len, response_len)
         else:
             rest = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--json"]
-            cmd = [sys.executable, os.path.abspath(__file__), *rest, "--shapes", f"{prompt_len}x{response_len}", "--json"]
+            cmd = [
+                sys.executable,
+                os.path.abspath(__file__),
+                *rest,
+                "--shapes",
+                f"{prompt_len}x{response_len}",
+                "--json",
+            ]
             done = subprocess.run(cmd, capture_output=True, text=True, check=True)
             result = json.loads(done.stdout.strip().splitlines()[-1])
         results.append(result)

@@ -201,7 +201,8 @@ def test_state_from_another_configuration_is_named(tmp_path, tokenizer):
     resume_fails(
         tmp_path,
         tokenizer,
-        r"pilot_commit_state.pt was written with another configuration \(exploration.n_effective: saved 4, configured 2\)",
+        r"pilot_commit_state.pt was written with another configuration "
+        r"\(exploration.n_effective: saved 4, configured 2\)",
         extra=["algorithm.exploration.n_effective=2", "algorithm.mini_batch_unit=group"],
     )
 

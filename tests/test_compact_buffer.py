@@ -155,7 +155,8 @@ CASES = {
     "down_sampled_max_variance": [
         "algorithm.exploration.n_effective=2",
         "algorithm.mini_batch_unit=group",
-        "trainer.total_training_steps=6"],
+        "trainer.total_training_steps=6",
+    ],
     "down_sampled_first_n": [
         "algorithm.exploration.n_effective=3",
         "algorithm.mini_batch_unit=group",
@@ -192,7 +193,9 @@ def test_a_resumed_buffer_assembles_the_batches_of_the_uninterrupted_old_assembl
     env_file_logger(cut)
     build_trainer(cut, tokenizer, extra=[*save, "trainer.total_training_steps=3"]).fit()
     env_file_logger(cut)
-    resumed = build_trainer(cut, tokenizer, trainer_cls=recording(RayPCTrainer), extra=[*save, "trainer.total_training_steps=7"])
+    resumed = build_trainer(
+        cut, tokenizer, trainer_cls=recording(RayPCTrainer), extra=[*save, "trainer.total_training_steps=7"]
+    )
     resumed.assembled = []
     resumed.fit()
     assert resumed.actor_rollout_wg.loaded_step == 3

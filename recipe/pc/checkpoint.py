@@ -213,7 +213,9 @@ def read_state(path: str, expected_config: dict) -> dict:
             "to resume from a newer one)"
         )
     saved = state.get("config", {})
-    mismatch = [f"{k}: saved {saved.get(k)!r}, configured {v!r}" for k, v in expected_config.items() if saved.get(k) != v]
+    mismatch = [
+        f"{k}: saved {saved.get(k)!r}, configured {v!r}" for k, v in expected_config.items() if saved.get(k) != v
+    ]
     if mismatch:
         raise CheckpointError(
             f"{path} was written with another configuration ({'; '.join(mismatch)}); its buffered groups do not "

@@ -255,8 +255,12 @@ def assemble(segments: list[Segment], buffers: BatchBuffers | None, what: str) -
         dtype, shape = segments[0].tensor_spec(key)
         for s in segments[1:]:
             if s.tensor_spec(key) != (dtype, shape):
-                raise RuntimeError(f"cannot concatenate {what}: field {key!r} is {s.tensor_spec(key)} and {dtype, shape}")
-        out[key] = buffers.get(key, total, dtype, shape) if buffers is not None else torch.empty((total, *shape), dtype=dtype)
+                raise RuntimeError(
+                    f"cannot concatenate {what}: field {key!r} is {s.tensor_spec(key)} and {dtype, shape}"
+                )
+        out[key] = (
+            buffers.get(key, total, dtype, shape) if buffers is not None else torch.empty((total, *shape), dtype=dtype)
+        )
     start = 0
     for s in segments:
         stop = start + len(s)

@@ -38,7 +38,9 @@ def convert(old: dict, rollout_n: int, n_effective: int | None, exploration_n: i
                 ref.round.prompts, CompactRows.from_proto(ref.round.rollouts, ref.round.n_pilot), ref.round.n_pilot
             )
         new_entries.append(
-            BufferEntry(e.prompt_id, PilotRef(rounds[key], ref.position), e.metric_values, e.inserted_step, e.insertion_order)
+            BufferEntry(
+                e.prompt_id, PilotRef(rounds[key], ref.position), e.metric_values, e.inserted_step, e.insertion_order
+            )
         )
     if len(n_pilot) > 1:
         raise ValueError(f"pilot rounds of different sizes {sorted(n_pilot)}")
