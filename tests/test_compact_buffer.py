@@ -176,9 +176,15 @@ def test_assembled_batches_equal_the_old_assembly(tmp_path, tokenizer, case):
     assert_same_batches(new.assembled, old.assembled)
 
 
-def test_unfilled_batches_are_cut_like_the_old_assembly(tmp_path, tokenizer):
+# Random prompt order: a cut segment's rows are then not the first rows of its pilot round.
+@pytest.mark.parametrize("order", ["max_variance", "random"])
+def test_unfilled_batches_are_cut_like_the_old_assembly(tmp_path, tokenizer, order):
     probs = [0.0] * 32 + [0.5] * 8
-    extra = ["algorithm.max_num_gen_batches=2", "trainer.total_training_steps=4"]
+    extra = [
+        "algorithm.max_num_gen_batches=2",
+        "trainer.total_training_steps=4",
+        f"algorithm.buffer_sampling_method={order}",
+    ]
     new = run(tmp_path, tokenizer, RayPCTrainer, extra, probs=probs, name="new")
     old = run(tmp_path, tokenizer, OldAssemblyTrainer, extra, probs=probs, name="old")
     assert any(cut for _, _, cut in new.assembled)
