@@ -172,12 +172,20 @@ def _encode(key: str, x: torch.Tensor, td: TensorDict, done: dict[str, Field], g
     if src in done and x.dim() == 2 and td[src].dim() == 2 and td[src].shape[1] >= x.shape[1]:
         if td[src].dtype == x.dtype and torch.equal(td[src][:, td[src].shape[1] - x.shape[1] :], x):
             return Field("tail", x.dtype, shape, source=(src,))
-    if x.dtype.is_floating_point and x.dim() == 2 and bool(((x != 0).sum(dim=1) <= 1).all()):
-        x = x.index_select(0, select["rows"])
-        cols = (x != 0).to(torch.uint8).argmax(dim=1)
-        return Field("sparse", x.dtype, shape, data=x.gather(1, cols[:, None])[:, 0], cols=cols.to(torch.int32))
+    if x.dtype.is_floating_point and x.dim() == 2:
+        # One scan for the non-zeros (a score row has at most one), no full-size temporaries.
+        row, col = x.nonzero(as_tuple=True)
+        if row.numel() == 0 or int(torch.bincount(row).max()) <= 1:
+            cols = torch.zeros(x.shape[0], dtype=torch.int32)
+            cols[row] = col.to(torch.int32)
+            cols = cols.index_select(0, select["rows"])
+            values = x.reshape(-1).index_select(0, select["rows"] * x.shape[1] + cols)
+            return Field("sparse", x.dtype, shape, data=values, cols=cols)
     grouped = x.reshape(x.shape[0] // group, group, *shape)
-    if torch.equal(grouped, grouped[:, :1].expand_as(grouped)):
+    # One group first: most fields differ within a group, and that rejects them without a full pass.
+    if torch.equal(grouped[:1], grouped[:1, :1].expand_as(grouped[:1])) and torch.equal(
+        grouped, grouped[:, :1].expand_as(grouped)
+    ):
         kind, data = "per_group", grouped[:, 0].index_select(0, select["groups"])
     else:
         kind, data = "dense", x.index_select(0, select["rows"])
