@@ -438,10 +438,12 @@ class RayPCTrainer(RayPPOTrainer):
         return self.pc.trainable_unit(dp_size, int(self.config.actor_rollout_ref.actor.ppo_mini_batch_size))
 
     # ------------------------------------------------------------------ the training step
-    def _assemble_training_batch(self, parts: list[list[Segment]], tally: StepTally) -> DataProto:
+    def _assemble_training_batch(self, parts: list[list[Segment] | DataProto], tally: StepTally) -> DataProto:
         """The step's groups, written once into a batch reused across steps (see ``BatchBuffers`` for when
-        that is safe); an unfilled batch is cut to whole mini-batches (the cut groups are counted)."""
-        segments = [segment for part in parts for segment in part if len(segment)]
+        that is safe); an unfilled batch is cut to whole mini-batches (the cut groups are counted).
+
+        A part is a round's segments, or plain rows (the GRPO/DAPO baselines contribute those)."""
+        segments = [s for part in parts for s in (part if isinstance(part, list) else [Segment(part)]) if len(s)]
         if not segments:
             raise RuntimeError(f"step {self.global_steps} has no training rows to assemble")
         uid_parts = [s.non_tensor["uid"] if s.index is None else s.non_tensor["uid"][s.index] for s in segments]
