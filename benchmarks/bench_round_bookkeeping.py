@@ -1,30 +1,41 @@
 """Driver-side cost of one Pilot-Commit round at paper scale, generation excluded.
 
-Runs the real ``RayPCTrainer._run_round`` (pilot prompts, buffer draw, generation-batch assembly
-and padding, reward/metric extraction, band filter, buffer insert, training contribution) and
-``_assemble_training_batch`` on CPU, with a rollout stand-in that hands back pre-built tensors so
-only the trainer's own bookkeeping is timed. Default sizes are the 1.5B paper config:
-384 pilot prompts x 32 + 128 committed prompts x 96 rows per round.
+Runs the real ``RayPCTrainer`` round (pilot prompts, buffer draw, generation-batch assembly and
+padding, reward extraction, band filter, buffer insert) then the training-batch assembly and the
+staleness flush on CPU, with a rollout stand-in that builds fresh int64 verl rows (left-padded
+prompt, right-padded response) and whose own time is subtracted. The workload is the 1.5B paper
+shape: 384 pilot prompts x 32 + 128 committed prompts x 96 rows a round, pass rates drawn from
+Beta(0.5, 1), the buffer filled by 10 pilot rounds at steps 95-99 before the timed rounds start at
+step 100 (staleness bound 4, band [0.125, 0.75], max-variance prompt and response sampling).
 
-    python benchmarks/bench_round_bookkeeping.py [--prompt-len 256 --response-len 1024 --rounds 5]
+Each token shape runs in its own process, so its peak RSS is its own.
+
+    python benchmarks/bench_round_bookkeeping.py [--shapes 128x512,512x2048 --rounds 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import json
 import os
+import resource
+import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 
 import numpy as np
 import torch
 from tensordict import TensorDict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from pc_standins import make_tokenizer, write_prompt_parquet  # noqa: E402
 from verl import DataProto  # noqa: E402
@@ -36,34 +47,49 @@ from recipe.pc.dataset import PilotCommitDataset  # noqa: E402
 from recipe.pc.metrics import StepTally  # noqa: E402
 from recipe.pc.pc_ray_trainer import RayPCTrainer  # noqa: E402
 
+FIRST_TIMED_STEP = 100
 
-class PrebuiltRollouts:
-    """Returns slices of one pre-built output batch; records the time spent here so it can be excluded."""
 
-    def __init__(self, max_rows: int, prompt_len: int, response_len: int, seed: int = 0):
-        g = torch.Generator().manual_seed(seed)
-        self.tensors = TensorDict(
-            {
-                "prompts": torch.randint(3, 30000, (max_rows, prompt_len), generator=g),
-                "responses": torch.randint(3, 30000, (max_rows, response_len), generator=g),
-                "response_mask": torch.ones(max_rows, response_len, dtype=torch.long),
-                "input_ids": torch.randint(3, 30000, (max_rows, prompt_len + response_len), generator=g),
-                "attention_mask": torch.ones(max_rows, prompt_len + response_len, dtype=torch.long),
-                "position_ids": torch.arange(prompt_len + response_len).expand(max_rows, -1).clone(),
-                "rm_scores": torch.zeros(max_rows, response_len),
-            },
-            batch_size=max_rows,
-        )
+class FreshRollouts:
+    """Builds new verl rows per call, as Ray would hand them to the driver; its own time is counted apart."""
+
+    def __init__(self, prompt_len: int, response_len: int, vocab: int, seed: int = 0):
+        self.prompt_len, self.response_len, self.vocab = prompt_len, response_len, vocab
+        self.gen = torch.Generator().manual_seed(seed)
         self.rng = np.random.default_rng(seed)
         self.seconds = 0.0
 
     def generate_sequences(self, prompts: DataProto) -> DataProto:
         start = time.perf_counter()
-        n = len(prompts)
+        n, p, r = len(prompts), self.prompt_len, self.response_len
+        prompt_lens = torch.randint(max(1, p // 4), p + 1, (n, 1), generator=self.gen)
+        response_lens = torch.randint(1, r + 1, (n, 1), generator=self.gen)
+        response_mask = (torch.arange(r) < response_lens).long()
+        # Rows of one prompt share its prompt tokens, as in a real rollout.
+        _, first, which = np.unique(prompts.non_tensor_batch["index"], return_index=True, return_inverse=True)
+        which = torch.from_numpy(which.reshape(-1))
+        prompt_lens = prompt_lens[torch.from_numpy(first)][which]
+        prompt_mask = (torch.arange(p) >= p - prompt_lens).long()
+        prompt_ids = torch.randint(3, self.vocab, (len(first), p), generator=self.gen)[which] * prompt_mask
+        responses = torch.randint(3, self.vocab, (n, r), generator=self.gen) * response_mask
+        attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
         probs = np.array([e["success_prob"] for e in prompts.non_tensor_batch["extra_info"]])
         acc = self.rng.random(n) < probs
+        rm_scores = torch.zeros(n, r)
+        rm_scores.scatter_(1, response_lens - 1, torch.from_numpy(acc.astype(np.float32))[:, None])
         out = DataProto(
-            batch=self.tensors[:n].clone(),
+            batch=TensorDict(
+                {
+                    "prompts": prompt_ids,
+                    "responses": responses,
+                    "response_mask": response_mask,
+                    "input_ids": torch.cat([prompt_ids, responses], dim=1),
+                    "attention_mask": attention_mask,
+                    "position_ids": torch.clamp(torch.cumsum(attention_mask, dim=1) - 1, min=0),
+                    "rm_scores": rm_scores,
+                },
+                batch_size=n,
+            ),
             non_tensor_batch={
                 "acc": acc,
                 "score": acc.astype(np.float64),
@@ -88,26 +114,59 @@ class Idle:
         pass
 
 
-def build(args, workdir: str) -> RayPCTrainer:
+class Phases:
+    """Per-round wall time of selected trainer methods; ``_generate`` has the stand-in's time taken out."""
+
+    def __init__(self, rollouts: FreshRollouts):
+        self.rollouts = rollouts
+        self.current: dict[str, float] = defaultdict(float)
+        self.rounds: list[dict[str, float]] = []
+
+    def wrap(self, owner, name: str, label: str) -> None:
+        inner = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            gen_before, start = self.rollouts.seconds, time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.current[label] += time.perf_counter() - start - (self.rollouts.seconds - gen_before)
+
+        setattr(owner, name, timed)
+
+    def close_round(self, total: float) -> None:
+        self.current["other"] = total - sum(self.current.values())
+        self.rounds.append(dict(self.current))
+        self.current.clear()
+
+
+def build(args, workdir: str, prompt_len: int, response_len: int) -> RayPCTrainer:
     from conftest import compose_pc_config
 
-    rng = np.random.default_rng(0)
-    data = write_prompt_parquet(os.path.join(workdir, "train.parquet"), rng.uniform(0.0, 1.0, args.prompts).tolist())
+    rng = np.random.default_rng(args.seed)
+    probs = rng.beta(0.5, 1.0, args.gen_batch * (args.fill_rounds + args.rounds + 1)).tolist()
+    data = write_prompt_parquet(os.path.join(workdir, "train.parquet"), probs)
     cfg = compose_pc_config(
         [
             f"data.train_files={data}",
             f"data.val_files={data}",
             f"data.train_batch_size={args.train_batch}",
             f"data.gen_batch_size={args.gen_batch}",
-            f"data.max_prompt_length={args.prompt_len}",
-            f"data.max_response_length={args.response_len}",
+            f"data.max_prompt_length={prompt_len}",
+            f"data.max_response_length={response_len}",
             "data.filter_overlong_prompts=False",
             "data.dataloader_num_workers=0",
+            f"data.seed={args.seed}",
             "actor_rollout_ref.model.path=/none",
             "actor_rollout_ref.rollout.name=vllm",
             f"actor_rollout_ref.rollout.n={args.n_commit}",
             f"actor_rollout_ref.rollout.agent.num_workers={args.agent_workers}",
             f"algorithm.exploration.n={args.n_pilot}",
+            "algorithm.buffer_max_off_steps=4",
+            "algorithm.diversity_threshold_lower=0.125",
+            "algorithm.diversity_threshold_upper=0.25",
+            "algorithm.buffer_sampling_method=max_variance",
+            "algorithm.buffer_response_sampling_method=max_variance",
             "trainer.logger=[]",
             f"trainer.n_gpus_per_node={args.dp}",
             "trainer.device=cpu",
@@ -124,59 +183,150 @@ def build(args, workdir: str) -> RayPCTrainer:
         val_dataset=ds,
         collate_fn=collate_fn,
     )
-    max_rows = args.gen_batch * args.n_pilot + args.train_batch * args.n_commit
-    trainer.async_rollout_manager = PrebuiltRollouts(
-        max_rows + args.agent_workers * args.dp, args.prompt_len, args.response_len
-    )
+    trainer.async_rollout_manager = FreshRollouts(prompt_len, response_len, args.vocab, args.seed)
     trainer.actor_rollout_wg = Idle(args.dp)
     trainer.checkpoint_manager = Idle(args.dp)
-    trainer.global_steps = 1
     return trainer
 
 
-def main() -> None:
+def stored_bytes(trainer: RayPCTrainer) -> tuple[int, int]:
+    """(bytes, rollouts) held by the pilot rounds the buffer points into."""
+    rounds = {id(e.payload.round): e.payload.round for e in trainer.buffer.entries()}
+    total = rows = 0
+    for pilot_round in rounds.values():
+        stored = pilot_round.rollouts
+        if hasattr(stored, "nbytes"):
+            total += stored.nbytes
+        else:  # the full DataProto rows of releases before the compact buffer
+            total += sum(t.numel() * t.element_size() for t in stored.batch.values())
+        rows += len(stored) if hasattr(stored, "__len__") else stored.num_rows
+    return total, rows
+
+
+def reset_peak_rss() -> bool:
+    """Linux lets a process reset its own peak RSS (VmHWM); False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_bytes() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def run_shape(args, prompt_len: int, response_len: int) -> dict:
+    with tempfile.TemporaryDirectory() as workdir:
+        trainer = build(args, workdir, prompt_len, response_len)
+        batches = iter(trainer.train_dataloader)
+        # Fill: pilot-only rounds, two per step, at the steps before the first timed one.
+        sample = trainer.buffer.sample
+        trainer.buffer.sample = lambda size, n: []
+        for i in range(args.fill_rounds):
+            trainer.global_steps = FIRST_TIMED_STEP - args.fill_rounds // 2 + i // 2
+            trainer._run_round(next(batches), StepTally(), [], {})
+        trainer.buffer.sample = sample
+        buffered_groups = len(trainer.buffer)
+
+        phases = Phases(trainer.async_rollout_manager)
+        phases.wrap(trainer.buffer, "sample", "buffer_sample")
+        phases.wrap(trainer, "_take_from_buffer", "take_from_buffer")
+        phases.wrap(trainer, "_generate", "generation_batch_and_rewards")
+        phases.wrap(trainer, "_absorb_pilot", "pilot_filter_and_insert")
+        phases.wrap(trainer, "_assemble_training_batch", "assemble_training_batch")
+        phases.wrap(trainer.buffer, "flush_stale", "staleness_flush")
+        gc.collect()
+        peak_reset = reset_peak_rss()
+        round_seconds, release_seconds, rows = [], [], 0
+        for r in range(args.rounds):
+            trainer.global_steps = FIRST_TIMED_STEP + r
+            tally = StepTally()
+            gen_before, start = trainer.async_rollout_manager.seconds, time.perf_counter()
+            contribution = trainer._run_round(next(batches), tally, [], {})
+            batch = trainer._assemble_training_batch([contribution], tally)
+            trainer.buffer.flush_stale(trainer.global_steps, trainer.pc.buffer_max_off_steps)
+            elapsed = time.perf_counter() - start - (trainer.async_rollout_manager.seconds - gen_before)
+            round_seconds.append(elapsed)
+            phases.close_round(elapsed)
+            rows = len(batch)
+            start = time.perf_counter()
+            del contribution, batch  # reference counting frees the round's rows here
+            release_seconds.append(time.perf_counter() - start)
+        peak = peak_rss_bytes()
+        stored, stored_rows = stored_bytes(trainer)
+        return {
+            "shape": f"{prompt_len}/{response_len}",
+            "generated_rows_per_round": args.gen_batch * args.n_pilot + args.train_batch * args.n_commit,
+            "trained_rows_per_round": rows,
+            "buffered_groups_at_start": buffered_groups,
+            "round_median_s": float(np.median(round_seconds)),
+            "round_max_s": float(np.max(round_seconds)),
+            "phase_median_s": {k: float(np.median([p[k] for p in phases.rounds])) for k in phases.rounds[0]},
+            "release_median_s": float(np.median(release_seconds)),
+            "peak_rss_gib": peak / 2**30,
+            "peak_rss_scope": "timed rounds" if peak_reset else "whole process",
+            "stored_bytes_per_rollout": stored / max(stored_rows, 1),
+        }
+
+
+def report(result: dict) -> None:
+    print(
+        f"shape {result['shape']}: {result['generated_rows_per_round']} rows generated and "
+        f"{result['trained_rows_per_round']} trained per round, {result['buffered_groups_at_start']} groups buffered"
+    )
+    print(f"  round (generation excluded): median {result['round_median_s']:.3f} s, max {result['round_max_s']:.3f} s")
+    for name, seconds in result["phase_median_s"].items():
+        print(f"    {name:32s} median {seconds:.3f} s")
+    print(f"  release of the round's batch: median {result['release_median_s']:.3f} s")
+    print(f"  peak RSS ({result['peak_rss_scope']}): {result['peak_rss_gib']:.2f} GiB")
+    print(f"  buffer: {result['stored_bytes_per_rollout']:.0f} bytes per stored rollout")
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", default="128x512,512x2048", help="prompt x response token lengths, comma-separated")
     ap.add_argument("--train-batch", type=int, default=128)
     ap.add_argument("--gen-batch", type=int, default=384)
     ap.add_argument("--n-pilot", type=int, default=32)
     ap.add_argument("--n-commit", type=int, default=96)
-    ap.add_argument("--prompt-len", type=int, default=256)
-    ap.add_argument("--response-len", type=int, default=1024)
     ap.add_argument("--agent-workers", type=int, default=8)
     ap.add_argument("--dp", type=int, default=16)
+    ap.add_argument("--vocab", type=int, default=151_936, help="token ids are drawn below this (Qwen2.5's vocabulary)")
+    ap.add_argument("--fill-rounds", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args()
-    args.prompts = args.gen_batch * (args.rounds + 1)
-
-    with tempfile.TemporaryDirectory() as workdir:
-        trainer = build(args, workdir)
-        batches = iter(trainer.train_dataloader)
-        timing: dict = {}
-        tally, parts = StepTally(), []
-        trainer._run_round(next(batches), tally, parts, timing)  # fills the buffer (pilot only)
-        round_seconds, assemble_seconds, rows = [], [], []
-        for _ in range(args.rounds):
-            tally, parts = StepTally(), []
-            gen_before = trainer.async_rollout_manager.seconds
-            start = time.perf_counter()
-            contribution = trainer._run_round(next(batches), tally, parts, timing)
-            round_seconds.append(time.perf_counter() - start - (trainer.async_rollout_manager.seconds - gen_before))
-            start = time.perf_counter()
-            batch = trainer._assemble_training_batch([contribution])
-            assemble_seconds.append(time.perf_counter() - start)
-            rows.append(tally.sampled_rollouts + tally.padding_rollouts)
-            trainer.buffer.flush_stale(trainer.global_steps, trainer.pc.buffer_max_off_steps)
-            trainer.global_steps += 1
-        print(
-            f"rows per round: {rows[0]} generated ({args.gen_batch}x{args.n_pilot} pilot + "
-            f"{args.train_batch}x{args.n_commit} commit), {len(batch)} trained; "
-            f"sequence length {args.prompt_len}+{args.response_len}"
-        )
-        print(
-            f"round bookkeeping (generation excluded): median {np.median(round_seconds):.3f} s, "
-            f"max {np.max(round_seconds):.3f} s over {args.rounds} rounds"
-        )
-        print(f"training-batch assembly: median {np.median(assemble_seconds):.3f} s")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", action="store_true", help="print one JSON line per shape instead of the report")
+    ap.add_argument("--in-process", action="store_true", help="run the shapes in this process (peak RSS is shared)")
+    args = ap.parse_args(argv)
+    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
+    results = []
+    for prompt_len, response_len in shapes:
+        if args.in_process or len(shapes) == 1:
+            result = run_shape(args, prompt_len, response_len)
+        else:
+            rest = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--json"]
+            cmd = [
+                sys.executable,
+                os.path.abspath(__file__),
+                *rest,
+                "--shapes",
+                f"{prompt_len}x{response_len}",
+                "--json",
+            ]
+            done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+        results.append(result)
+        print(json.dumps(result)) if args.json else report(result)
+    return results
 
 
 if __name__ == "__main__":

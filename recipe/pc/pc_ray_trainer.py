@@ -36,12 +36,15 @@ from verl.trainer.ppo.ray_trainer import (
     compute_response_mask,
 )
 from verl.trainer.ppo.reward import extract_reward
+from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 from verl.utils.debug import marked_timer
 from verl.utils.metric import reduce_metrics
 from verl.utils.skip.skip_manager import SkipManager
 from verl.utils.tracking import Tracking
 
-from recipe.pc.allocation import classify_pilot, commit_size, generation_divisor, group_rows, group_stats
+from recipe.pc import checkpoint as ckpt
+from recipe.pc.allocation import classify_pilot, commit_size, generation_divisor, group_stats
+from recipe.pc.compact import BatchBuffers, CompactRows, Segment, assemble
 from recipe.pc.metrics import StepTally, step_metrics
 from recipe.pc.minibatch import mini_batch_plan, pad_partial_mini_batch
 from recipe.pc.replay_buffer import Draw, PilotReplayBuffer
@@ -55,19 +58,19 @@ logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 ROLLOUT_STEP = "pc_rollout_step"
 IS_PILOT = "pc_is_pilot"
 # Saved next to verl's actor checkpoint and data.pt in each global_step_N folder.
-PC_STATE_FILE = "pilot_commit_state.pt"
+PC_STATE_FILE = ckpt.STATE_FILE
 
 
 @dataclass
 class PilotRound:
     """The passing pilot groups of one round, stored once; buffer entries point into it.
 
-    ``rollouts`` holds ``n_pilot`` consecutive rows per passing prompt and ``prompts`` one
+    ``rollouts`` holds ``n_pilot`` consecutive rows per passing prompt, compacted, and ``prompts`` one
     dataloader row per passing prompt, in the same order. It is freed once no entry refers to it.
     """
 
     prompts: DataProto
-    rollouts: DataProto
+    rollouts: CompactRows
     n_pilot: int
 
 
@@ -106,6 +109,8 @@ class RayPCTrainer(RayPPOTrainer):
         self.gen_round = 0  # rounds since the start of training; part of each pilot uid
         self.epoch = 0
         self._last_saved_step = None
+        self._batch_buffers = BatchBuffers()
+        self._resumed_from: str | None = None
 
     # ------------------------------------------------------------------ set-up checks
     def _check_supported_features(self) -> None:
@@ -253,7 +258,7 @@ class RayPCTrainer(RayPPOTrainer):
         tally.commit_rollouts += len(commit_rows)
         tally.committed_prompts += len(draws)
         tally.commit_ages.append(np.array([self.global_steps - d.entry.inserted_step for d in draws]))
-        return self._concat_rows([reused, commit_rows], what="reused pilot rollouts and commit rollouts")
+        return self._round_contribution(reused, commit_rows)
 
     def _start_round(self, batch_dict: dict, tally: StepTally) -> DataProto:
         """Count a new round and turn its dataloader batch into prompts with ids and uids."""
@@ -278,25 +283,30 @@ class RayPCTrainer(RayPPOTrainer):
         prompts.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
         return prompts
 
-    def _take_from_buffer(self, draws: list[Draw]) -> tuple[DataProto | None, DataProto | None]:
-        """Prompt rows and reused pilot rollouts of the drawn prompts, selected once per pilot round."""
+    def _take_from_buffer(self, draws: list[Draw]) -> tuple[DataProto | None, list[Segment]]:
+        """Prompt rows of the drawn prompts, and where their reused pilot rollouts lie (one segment per pilot
+        round); the rollouts themselves are only copied once, into the step's training batch."""
         if not draws:
-            return None, None
+            return None, []
         by_round: dict[int, tuple[PilotRound, list[Draw]]] = {}
         for draw in draws:
             ref: PilotRef = draw.entry.payload
             by_round.setdefault(id(ref.round), (ref.round, []))[1].append(draw)
-        prompt_parts, rollout_parts = [], []
+        prompt_parts, reused = [], []
         for pilot_round, round_draws in by_round.values():
             positions = np.array([d.entry.payload.position for d in round_draws])
             rows = np.concatenate(
                 [d.entry.payload.position * pilot_round.n_pilot + d.response_index for d in round_draws]
             )
             prompt_parts.append(pilot_round.prompts.select_idxs(positions))
-            rollout_parts.append(pilot_round.rollouts.select_idxs(rows))
+            reused.append(Segment(pilot_round.rollouts, rows))
         commit_prompts = self._concat_rows(prompt_parts, what="buffered prompt rows")
-        reused = self._concat_rows(rollout_parts, what="buffered pilot rollouts")
         return commit_prompts, reused
+
+    @staticmethod
+    def _round_contribution(reused: list[Segment], commit_rows: DataProto) -> list[Segment]:
+        """A round's training rows, in batch order: reused pilot rollouts, then the commit rollouts."""
+        return [*reused, Segment(commit_rows)]
 
     def _generate(
         self, requests: list[tuple[DataProto, int, str]], tally: StepTally, timing_raw: dict
@@ -417,15 +427,22 @@ class RayPCTrainer(RayPPOTrainer):
         passing = np.flatnonzero(verdict.passed & fresh)
         if passing.size == 0:
             return
+        self._park_in_buffer(
+            pilot_rows, prompts, verdict.stats.first_row[passing], verdict.stats.prompt_ids[passing], values
+        )
+
+    def _park_in_buffer(
+        self, pilot_rows: DataProto, prompts: DataProto, first_rows: np.ndarray, prompt_ids: np.ndarray, values
+    ) -> None:
+        """Store the passing groups (first pilot row of each given) compactly, one buffer entry per prompt."""
         # Rows are interleaved, so prompt j owns rows [j*n, (j+1)*n) of the pilot and row j of prompts.
-        first_rows = verdict.stats.first_row[passing]
         prompt_pos = first_rows // self.pc.n_pilot
-        rows = group_rows(first_rows, self.pc.n_pilot)
         kept_prompts = prompts.select_idxs(prompt_pos)
         kept_prompts.meta_info = {}
-        pilot_round = PilotRound(prompts=kept_prompts, rollouts=pilot_rows.select_idxs(rows), n_pilot=self.pc.n_pilot)
-        group_values = values[rows].reshape(-1, self.pc.n_pilot)
-        for position, prompt_id in enumerate(verdict.stats.prompt_ids[passing].tolist()):
+        rollouts = CompactRows.from_proto(pilot_rows, self.pc.n_pilot, groups=prompt_pos)
+        pilot_round = PilotRound(prompts=kept_prompts, rollouts=rollouts, n_pilot=self.pc.n_pilot)
+        group_values = values.reshape(-1, self.pc.n_pilot)[prompt_pos]
+        for position, prompt_id in enumerate(prompt_ids.tolist()):
             self.buffer.add(prompt_id, PilotRef(pilot_round, position), group_values[position], self.global_steps)
 
     def _batch_ready(self, tally: StepTally) -> bool:
@@ -458,10 +475,17 @@ class RayPCTrainer(RayPPOTrainer):
         return self.pc.trainable_unit(dp_size, int(self.config.actor_rollout_ref.actor.ppo_mini_batch_size))
 
     # ------------------------------------------------------------------ the training step
-    def _assemble_training_batch(self, parts: list[DataProto], tally: StepTally) -> DataProto:
-        """The step's groups; an unfilled batch is cut to whole mini-batches (the cut groups are counted)."""
-        batch = self._concat_rows(parts, what="training contributions")
-        uids, first, counts = np.unique(batch.non_tensor_batch["uid"], return_index=True, return_counts=True)
+    def _assemble_training_batch(self, parts: list[list[Segment] | DataProto], tally: StepTally) -> DataProto:
+        """The step's groups, written once into a batch reused across steps (see ``BatchBuffers`` for when
+        that is safe); an unfilled batch is cut to whole mini-batches (the cut groups are counted).
+
+        A part is a round's segments, or plain rows (the GRPO/DAPO baselines contribute those)."""
+        segments = [s for part in parts for s in (part if isinstance(part, list) else [Segment(part)]) if len(s)]
+        if not segments:
+            raise RuntimeError(f"step {self.global_steps} has no training rows to assemble")
+        uid_parts = [s.non_tensor["uid"] if s.index is None else s.non_tensor["uid"][s.index] for s in segments]
+        all_uids = np.concatenate(uid_parts)
+        uids, first, counts = np.unique(all_uids, return_index=True, return_counts=True)
         if (counts != self.pc.group_size).any() or len(uids) > self.pc.train_batch_size:
             raise RuntimeError(
                 f"step {self.global_steps} assembled {len(uids)} groups of sizes {np.unique(counts).tolist()}; "
@@ -471,11 +495,22 @@ class RayPCTrainer(RayPPOTrainer):
             unit = self._trainable_unit()
             keep = np.sort(uids[np.argsort(first, kind="stable")][: len(uids) // unit * unit])
             tally.unfilled_dropped_prompts = len(uids) - len(keep)
-            batch = batch.select_idxs(np.isin(batch.non_tensor_batch["uid"], keep))
+            segments = self._keep_groups(segments, uid_parts, keep)
+        batch = assemble(segments, self._batch_buffers, what="training contributions")
         # Not global_steps: the rollout server already returns a per-row "global_steps" field (its weight
         # version), and to_tensordict refuses a meta_info key that is also a row field.
         batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
         return batch
+
+    @staticmethod
+    def _keep_groups(segments: list[Segment], uid_parts: list[np.ndarray], keep: np.ndarray) -> list[Segment]:
+        """The segments cut to the rows of the kept groups, in the same order."""
+        cut = []
+        for segment, seg_uids in zip(segments, uid_parts, strict=True):
+            rows = np.flatnonzero(np.isin(seg_uids, keep))
+            index = rows if segment.index is None else np.asarray(segment.index)[rows]
+            cut.append(Segment(segment.rows, index))
+        return cut
 
     def _update_policy(self, batch: DataProto, metrics: dict, timing_raw: dict, is_last_step: bool) -> DataProto:
         """The stock PPO/GRPO update on the assembled batch (old log-probs recomputed for every row)."""
@@ -667,49 +702,99 @@ class RayPCTrainer(RayPPOTrainer):
 
     # ------------------------------------------------------------------ checkpoints
     def _save_checkpoint(self):
-        super()._save_checkpoint()
+        # The PC state goes first and atomically: verl's "latest" marker, written last by super(), then
+        # never names a folder without a complete state.
         folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
-        torch.save(self._pc_state(), os.path.join(folder, PC_STATE_FILE))
+        ckpt.write_state(self._pc_state(), os.path.join(folder, PC_STATE_FILE))
+        super()._save_checkpoint()
         self._last_saved_step = self.global_steps
+        keep = {folder} | ({self._resumed_from} if self._resumed_from else set())
+        ckpt.prune_states(self.config.trainer.default_local_dir, keep)
         logger.info("saved PC state at step %d: %s", self.global_steps, self._pc_state_summary())
 
     def _load_checkpoint(self):
-        super()._load_checkpoint()
-        if self.global_steps == 0:
-            return
         folder = self._resumed_folder()
+        if folder is None:
+            return super()._load_checkpoint()
         state_path = os.path.join(folder, PC_STATE_FILE)
         if not os.path.exists(state_path):
-            raise FileNotFoundError(
-                f"{state_path} is missing: {folder} was not written by the Pilot-Commit trainer, so its buffer, "
-                "eviction and counters cannot be restored; resume from a Pilot-Commit checkpoint or set "
-                "trainer.resume_mode=disable"
-            )
-        self._load_pc_state(torch.load(state_path, weights_only=False))
+            folder = self._fall_back_from(folder)
+            state_path = os.path.join(folder, PC_STATE_FILE)
+        # Read and checked before verl loads the actor: a bad state fails fast, before any step.
+        state = ckpt.read_state(state_path, self._state_config())
+        trainer_cfg = self.config.trainer
+        saved = (trainer_cfg.resume_mode, trainer_cfg.get("resume_from_path"))
+        with open_dict(trainer_cfg):
+            trainer_cfg.resume_mode, trainer_cfg.resume_from_path = "resume_path", folder
+            try:
+                super()._load_checkpoint()
+            finally:
+                trainer_cfg.resume_mode, trainer_cfg.resume_from_path = saved
+        try:
+            self._load_pc_state(state)
+        except (KeyError, TypeError, ValueError, IndexError) as err:
+            raise ckpt.CheckpointError(f"{state_path} is malformed: {type(err).__name__}: {err}") from err
+        self._resumed_from = folder
         logger.info("resumed PC state at step %d: %s", self.global_steps, self._pc_state_summary())
         # verl skips the dataloader state when global_steps looks like an epoch end (one batch per step);
         # here a step spans several batches, so the saved position is always the one to resume from.
         data_path = os.path.join(folder, "data.pt")
         if os.path.exists(data_path):
-            self.train_dataloader.load_state_dict(torch.load(data_path, weights_only=False))
+            self.train_dataloader.load_state_dict(ckpt.load_plain_data(data_path))
 
-    def _resumed_folder(self) -> str:
-        if self.config.trainer.resume_mode == "resume_path":
-            return os.path.abspath(self.config.trainer.resume_from_path)
-        return os.path.join(os.path.abspath(self.config.trainer.default_local_dir), f"global_step_{self.global_steps}")
+    def _resumed_folder(self) -> str | None:
+        """The global_step_N folder verl would resume from, or None for a fresh start."""
+        trainer_cfg = self.config.trainer
+        if trainer_cfg.resume_mode == "disable":
+            return None
+        if trainer_cfg.resume_mode == "resume_path":
+            return os.path.abspath(trainer_cfg.resume_from_path)
+        return find_latest_ckpt_path(os.path.abspath(trainer_cfg.default_local_dir))
+
+    def _fall_back_from(self, folder: str) -> str:
+        """The previous complete checkpoint when ``folder`` has no PC state (a save cut short by an older release)."""
+        root = os.path.dirname(folder)
+        step = int(os.path.basename(folder).removeprefix("global_step_"))
+        previous = ckpt.previous_complete(root, step) if self.config.trainer.resume_mode == "auto" else None
+        if previous is None:
+            raise FileNotFoundError(
+                f"{os.path.join(folder, PC_STATE_FILE)} is missing and no earlier checkpoint under {root} has a "
+                "complete Pilot-Commit state, so the buffer, eviction and counters cannot be restored; resume from a "
+                "Pilot-Commit checkpoint or set trainer.resume_mode=disable"
+            )
+        logger.warning(
+            "%s has no Pilot-Commit state (its save did not finish); resuming from %s, the previous complete one",
+            folder,
+            previous,
+        )
+        return previous
+
+    def _state_config(self) -> dict:
+        """Settings a saved buffer must agree with: they shape its groups and rows."""
+        return {
+            "exploration.n": self.pc.n_pilot,
+            "exploration.n_effective": self.pc.n_pilot_effective,
+            "rollout.n": self.pc.n_commit,
+        }
 
     def _pc_state(self) -> dict:
+        dataset_state = self.train_dataset.state_dict() if hasattr(self.train_dataset, "state_dict") else None
         return {
-            "buffer": self.buffer.state_dict(),
-            "rng": self.rng.bit_generator.state,
-            "evict_next_epoch": sorted(self.evict_next_epoch),
-            "dataset": self.train_dataset.state_dict() if hasattr(self.train_dataset, "state_dict") else None,
-            "epoch": self.epoch,
-            "gen_round": self.gen_round,
-            "cumulative_rollouts": self.cumulative_rollouts,
-            "cumulative_trained_rollouts": self.cumulative_trained_rollouts,
-            "total_consumed_prompts": self.total_consumed_prompts,
-            "total_sampling_rounds": self.total_sampling_rounds,
+            "format": ckpt.FORMAT,
+            "version": ckpt.VERSION,
+            "config": self._state_config(),
+            "buffer": ckpt.buffer_to_plain(self.buffer.entries(), self.buffer.state_dict()["next_order"]),
+            "rng": ckpt.to_plain(self.rng.bit_generator.state, "rng"),
+            "evict_next_epoch": sorted(int(i) for i in self.evict_next_epoch),
+            "dataset": ckpt.to_plain(dataset_state, "dataset"),
+            "counters": {
+                "epoch": self.epoch,
+                "gen_round": self.gen_round,
+                "cumulative_rollouts": self.cumulative_rollouts,
+                "cumulative_trained_rollouts": self.cumulative_trained_rollouts,
+                "total_consumed_prompts": self.total_consumed_prompts,
+                "total_sampling_rounds": self.total_sampling_rounds,
+            },
         }
 
     def _pc_state_summary(self) -> str:
@@ -724,17 +809,15 @@ class RayPCTrainer(RayPPOTrainer):
         )
 
     def _load_pc_state(self, state: dict) -> None:
-        self.buffer.load_state_dict(state["buffer"])
-        self.rng.bit_generator.state = state["rng"]
+        self.buffer.load_state_dict(ckpt.buffer_from_plain(state["buffer"], PilotRound, PilotRef))
+        self.rng.bit_generator.state = ckpt.from_plain(state["rng"])
         self.evict_next_epoch = set(state["evict_next_epoch"])
         if state["dataset"] is not None:
-            self.train_dataset.load_state_dict(state["dataset"])
-        self.epoch = state["epoch"]
-        self.gen_round = state["gen_round"]
-        self.cumulative_rollouts = state["cumulative_rollouts"]
-        self.cumulative_trained_rollouts = state["cumulative_trained_rollouts"]
-        self.total_consumed_prompts = state["total_consumed_prompts"]
-        self.total_sampling_rounds = state["total_sampling_rounds"]
+            self.train_dataset.load_state_dict(ckpt.from_plain(state["dataset"]))
+        for name, value in state["counters"].items():
+            if not hasattr(self, name):
+                raise KeyError(f"unknown counter {name!r}")
+            setattr(self, name, int(value))
 
     # ------------------------------------------------------------------ helpers
     @staticmethod

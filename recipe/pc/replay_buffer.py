@@ -1,7 +1,7 @@
 """Staleness-bounded replay buffer of pilot groups, keyed by prompt id.
 
 The buffer does not know what a rollout is: each entry carries an opaque payload (the trainer
-stores the prompt's pilot rollouts as a DataProto) plus the per-rollout metric values used to
+stores where the prompt's compacted pilot rollouts lie) plus the per-rollout metric values used to
 rank prompts and to down-sample responses. That keeps it testable without verl or Ray.
 """
 

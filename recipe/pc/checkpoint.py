@@ -1,0 +1,300 @@
+"""The Pilot-Commit state file: plain data only, versioned, written atomically.
+
+The file is a ``torch.save`` of tensors, numbers, strings, lists and dicts, so it loads with
+``torch.load(weights_only=True)``: reading it never runs code. Numpy arrays and the per-row objects
+of the buffered rollouts (prompts, reward extras) are turned into that vocabulary by ``to_plain``.
+States written before this format (full pickles) are refused; ``python -m recipe.pc.convert_state``
+converts one that the user trusts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import pickletools
+import zipfile
+
+import numpy as np
+import torch
+from verl import DataProto
+
+from recipe.pc.compact import CompactRows
+from recipe.pc.replay_buffer import BufferEntry
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "pilot_commit_state.pt"
+FORMAT = "pilot-commit-state"
+VERSION = 1
+_TAG = "__pc__"  # marks an encoded value that plain data cannot spell directly
+CONVERT_HINT = "python -m recipe.pc.convert_state {path} --rollout-n <actor_rollout_ref.rollout.n>"
+
+
+class CheckpointError(RuntimeError):
+    """A state file that cannot be resumed from; the message names the file and the reason."""
+
+
+# ------------------------------------------------------------------ plain-data encoding
+def to_plain(obj, where: str = "state"):
+    """``obj`` as tensors, numbers, strings, lists and dicts; numpy values and tuples are tagged."""
+    if obj is None or isinstance(obj, (bool, int, float, str, torch.Tensor)):
+        return obj
+    if isinstance(obj, np.ndarray):
+        if obj.dtype == object:
+            return {_TAG: "objects", "shape": list(obj.shape), "items": [to_plain(x, where) for x in obj.ravel()]}
+        if obj.dtype.kind in "biuf":
+            return {_TAG: "array", "data": torch.from_numpy(np.ascontiguousarray(obj).copy())}
+        if obj.dtype.kind == "U":
+            return {_TAG: "strings", "shape": list(obj.shape), "items": obj.ravel().tolist()}
+        raise TypeError(f"{where}: numpy arrays of dtype {obj.dtype} cannot be stored")
+    if isinstance(obj, np.generic):
+        return {_TAG: "scalar", "dtype": obj.dtype.str, "value": obj.item()}
+    if isinstance(obj, list):
+        return [to_plain(x, where) for x in obj]
+    if isinstance(obj, tuple):
+        return {_TAG: "tuple", "items": [to_plain(x, where) for x in obj]}
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) for k in obj) and _TAG not in obj:
+            return {k: to_plain(v, f"{where}.{k}") for k, v in obj.items()}
+        return {_TAG: "dict", "items": [[to_plain(k, where), to_plain(v, where)] for k, v in obj.items()]}
+    raise TypeError(f"{where}: a {type(obj).__name__} cannot be stored as plain data")
+
+
+def from_plain(obj):
+    if isinstance(obj, list):
+        return [from_plain(x) for x in obj]
+    if not isinstance(obj, dict):
+        return obj
+    tag = obj.get(_TAG)
+    if tag is None:
+        return {k: from_plain(v) for k, v in obj.items()}
+    if tag == "array":
+        return obj["data"].numpy()
+    if tag in ("objects", "strings"):
+        items = [from_plain(x) for x in obj["items"]] if tag == "objects" else obj["items"]
+        out = np.empty(len(items), dtype=object if tag == "objects" else None)
+        if tag == "objects":
+            out[:] = items if items else []
+        else:
+            out = np.array(items)
+        return out.reshape(obj["shape"])
+    if tag == "scalar":
+        return np.dtype(obj["dtype"]).type(obj["value"])
+    if tag == "tuple":
+        return tuple(from_plain(x) for x in obj["items"])
+    if tag == "dict":
+        return {from_plain(k): from_plain(v) for k, v in obj["items"]}
+    raise ValueError(f"unknown encoded value {tag!r}")
+
+
+def proto_to_plain(proto: DataProto) -> dict:
+    tensors = None if proto.batch is None else {k: v for k, v in proto.batch.items()}
+    return {
+        "tensors": tensors,
+        "non_tensor": {k: to_plain(v, k) for k, v in proto.non_tensor_batch.items()},
+        "meta_info": to_plain(proto.meta_info, "meta_info"),
+    }
+
+
+def proto_from_plain(d: dict) -> DataProto:
+    non_tensor = {k: from_plain(v) for k, v in d["non_tensor"].items()}
+    tensors = d["tensors"]
+    if tensors:
+        return DataProto.from_dict(tensors=tensors, non_tensors=non_tensor, meta_info=from_plain(d["meta_info"]))
+    return DataProto(batch=None, non_tensor_batch=non_tensor, meta_info=from_plain(d["meta_info"]))
+
+
+# ------------------------------------------------------------------ the buffer
+def buffer_to_plain(entries: list[BufferEntry], next_order: int) -> dict:
+    """Entries and the pilot rounds they point into, each round cut to the groups still referenced."""
+    rounds, round_of, positions = [], {}, {}
+    for e in entries:
+        ref = e.payload
+        key = id(ref.round)
+        if key not in round_of:
+            round_of[key] = len(rounds)
+            rounds.append(ref.round)
+            positions[key] = set()
+        positions[key].add(ref.position)
+    remap, plain_rounds = {}, []
+    for pilot_round in rounds:
+        kept = np.array(sorted(positions[id(pilot_round)]), dtype=np.int64)
+        remap[id(pilot_round)] = {int(p): i for i, p in enumerate(kept)}
+        rows = pilot_round.rollouts.take_groups(kept)
+        plain_rounds.append(
+            {
+                "n_pilot": pilot_round.n_pilot,
+                "prompts": proto_to_plain(pilot_round.prompts.select_idxs(kept)),
+                "rollouts": rows.to_plain(),
+                "rollouts_non_tensor": {k: to_plain(v, k) for k, v in rows.non_tensor.items()},
+            }
+        )
+    n_values = {e.num_rollouts for e in entries}
+    width = n_values.pop() if len(n_values) == 1 else 0
+    if n_values:
+        raise ValueError(f"buffer entries hold different rollout counts {sorted(n_values | {width})}")
+
+    def column(values, dtype):
+        return torch.tensor(values, dtype=dtype)
+
+    return {
+        "next_order": int(next_order),
+        "rounds": plain_rounds,
+        "prompt_id": column([e.prompt_id for e in entries], torch.int64),
+        "round": column([round_of[id(e.payload.round)] for e in entries], torch.int64),
+        "position": column([remap[id(e.payload.round)][e.payload.position] for e in entries], torch.int64),
+        "inserted_step": column([e.inserted_step for e in entries], torch.int64),
+        "insertion_order": column([e.insertion_order for e in entries], torch.int64),
+        "metric_values": torch.from_numpy(np.stack([e.metric_values for e in entries]))
+        if entries
+        else torch.zeros(0, 0, dtype=torch.float64),
+    }
+
+
+def buffer_from_plain(d: dict, make_round, make_ref) -> dict:
+    """The replay buffer's ``load_state_dict`` input; ``make_round``/``make_ref`` build the trainer's payloads."""
+    rounds = []
+    for r in d["rounds"]:
+        non_tensor = {k: from_plain(v) for k, v in r["rollouts_non_tensor"].items()}
+        rollouts = CompactRows.from_plain(r["rollouts"], non_tensor)
+        rounds.append(make_round(proto_from_plain(r["prompts"]), rollouts, int(r["n_pilot"])))
+    entries = []
+    columns = [d[k].tolist() for k in ("prompt_id", "round", "position", "inserted_step", "insertion_order")]
+    for i, (pid, rnd, pos, step, order) in enumerate(zip(*columns, strict=True)):
+        values = d["metric_values"][i].numpy()
+        entries.append(BufferEntry(pid, make_ref(rounds[rnd], pos), values, step, order))
+    return {"entries": entries, "next_order": int(d["next_order"])}
+
+
+# ------------------------------------------------------------------ files
+def write_state(state: dict, path: str) -> None:
+    """Write to a temporary name, flush to disk, then rename: a reader sees the old file or the whole new one."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def read_state(path: str, expected_config: dict) -> dict:
+    """Load and check a state file without running code from it; CheckpointError says what is wrong."""
+    try:
+        state = torch.load(path, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as err:
+        names = pickled_globals(path)
+        if any(n.startswith(("recipe.pc.", "verl.")) for n in names):
+            raise CheckpointError(
+                f"{path} was written by an earlier Pilot-Commit release as a full pickle, which is not loaded "
+                f"because unpickling can run code. If you trust this checkpoint, convert it with: "
+                f"{CONVERT_HINT.format(path=path)}"
+            ) from None
+        raise CheckpointError(
+            f"{path} holds pickled objects beyond plain data ({', '.join(sorted(names)) or err}); it is not a "
+            "Pilot-Commit state and is not loaded"
+        ) from None
+    except Exception as err:  # torch reports a cut or damaged zip archive in several ways
+        raise CheckpointError(
+            f"{path} is corrupted or truncated ({type(err).__name__}: {err}); remove it to resume from the previous "
+            "complete checkpoint, or point trainer.resume_from_path at another one"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a Pilot-Commit state (no format={FORMAT!r} field)")
+    version = state.get("version")
+    if not isinstance(version, int) or version > VERSION or version < 1:
+        raise CheckpointError(
+            f"{path} has state version {version!r}; this release reads version {VERSION} (upgrade pilot-commit "
+            "to resume from a newer one)"
+        )
+    saved = state.get("config", {})
+    mismatch = [
+        f"{k}: saved {saved.get(k)!r}, configured {v!r}" for k, v in expected_config.items() if saved.get(k) != v
+    ]
+    if mismatch:
+        raise CheckpointError(
+            f"{path} was written with another configuration ({'; '.join(mismatch)}); its buffered groups do not "
+            "fit this run"
+        )
+    return state
+
+
+def pickled_globals(path: str) -> set[str]:
+    """Names of the classes/functions a torch.save pickle refers to, read without unpickling."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            name = next(n for n in zf.namelist() if n.endswith("data.pkl"))
+            data = zf.read(name)
+    except (zipfile.BadZipFile, StopIteration, OSError):
+        return set()
+    found, strings = set(), []
+    try:
+        for op, arg, _ in pickletools.genops(data):
+            if op.name == "GLOBAL":
+                found.add(arg.replace(" ", "."))
+            elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
+                found.add(f"{strings[-2]}.{strings[-1]}")
+            elif isinstance(arg, str):
+                strings.append(arg)
+    except Exception:  # a damaged stream: report what was read so far
+        pass
+    return found
+
+
+def has_state(folder: str) -> bool:
+    return os.path.isfile(os.path.join(folder, STATE_FILE))
+
+
+def step_folders(root: str) -> dict[int, str]:
+    """``global_step_N`` folders under ``root``, by N."""
+    out = {}
+    if os.path.isdir(root):
+        for name in os.listdir(root):
+            step = name.removeprefix("global_step_")
+            if name.startswith("global_step_") and step.isdigit():
+                out[int(step)] = os.path.join(root, name)
+    return out
+
+
+def previous_complete(root: str, before: int) -> str | None:
+    """The newest folder before step ``before`` holding both an actor checkpoint and a PC state."""
+    for step, folder in sorted(step_folders(root).items(), reverse=True):
+        if step < before and has_state(folder) and os.path.isdir(os.path.join(folder, "actor")):
+            return folder
+    return None
+
+
+def prune_states(root: str, keep: set[str]) -> list[str]:
+    """Delete the PC states of folders whose actor checkpoint verl's retention removed; never those in ``keep``."""
+    removed = []
+    keep = {os.path.abspath(k) for k in keep}
+    for folder in step_folders(root).values():
+        if os.path.abspath(folder) in keep or os.path.isdir(os.path.join(folder, "actor")) or not has_state(folder):
+            continue
+        os.remove(os.path.join(folder, STATE_FILE))
+        removed.append(folder)
+    if removed:
+        logger.info("removed the Pilot-Commit states of %d checkpoints verl no longer keeps: %s", len(removed), removed)
+    return removed
+
+
+_NUMPY_DATA_GLOBALS = [
+    np.zeros(1).__reduce__()[0],  # numpy's array reconstructor: builds an array from its dtype and bytes
+    np.ndarray,
+    np.dtype,
+    *{type(np.dtype(t)) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.float32, np.float64)},
+]
+
+
+def load_plain_data(path: str):
+    """A torch.save file of plain data and numeric numpy arrays (the dataloader state), without running code."""
+    try:
+        with torch.serialization.safe_globals(_NUMPY_DATA_GLOBALS):
+            return torch.load(path, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as err:
+        raise CheckpointError(f"{path} holds objects beyond plain data and is not loaded: {err}") from None

@@ -1,0 +1,267 @@
+"""Compact pilot storage and one-pass assembly give exactly the training batches of the previous code.
+
+``OldAssemblyTrainer`` keeps, as the oracle, the assembly path the trainer had before the compact
+buffer: full DataProto pilot rows in the buffer, select-then-concat per round and per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import torch
+from pc_standins import env_file_logger
+from test_trainer_fit import build_trainer
+from verl import DataProto
+
+from recipe.pc.compact import CompactRows, Segment, assemble
+from recipe.pc.pc_ray_trainer import RayPCTrainer
+
+
+@dataclass
+class OldPilotRound:
+    prompts: DataProto
+    rollouts: DataProto
+    n_pilot: int
+
+
+@dataclass(frozen=True)
+class OldPilotRef:
+    round: OldPilotRound
+    position: int
+
+
+def old_concat_rows(parts, what):
+    parts = [p for p in parts if p is not None]
+    keys = [set(p.non_tensor_batch) for p in parts]
+    tensor_keys = [set(p.batch.keys()) if p.batch is not None else set() for p in parts]
+    for i in range(1, len(parts)):
+        if keys[i] != keys[0] or tensor_keys[i] != tensor_keys[0]:
+            diff = sorted((keys[i] ^ keys[0]) | (tensor_keys[i] ^ tensor_keys[0]))
+            raise RuntimeError(f"cannot concatenate {what}: fields {diff} are present in only some of them")
+    if len(parts) == 1:
+        return parts[0]
+    merged = DataProto.concat([DataProto(batch=p.batch, non_tensor_batch=p.non_tensor_batch) for p in parts])
+    merged.meta_info = dict(parts[0].meta_info)
+    return merged
+
+
+class OldAssemblyTrainer(RayPCTrainer):
+    """The storage and assembly of the trainer before the compact buffer (the oracle)."""
+
+    def _park_in_buffer(self, pilot_rows, prompts, first_rows, prompt_ids, values):
+        from recipe.pc.allocation import group_rows
+
+        prompt_pos = first_rows // self.pc.n_pilot
+        rows = group_rows(first_rows, self.pc.n_pilot)
+        kept_prompts = prompts.select_idxs(prompt_pos)
+        kept_prompts.meta_info = {}
+        pilot_round = OldPilotRound(kept_prompts, pilot_rows.select_idxs(rows), self.pc.n_pilot)
+        group_values = values[rows].reshape(-1, self.pc.n_pilot)
+        for position, prompt_id in enumerate(prompt_ids.tolist()):
+            self.buffer.add(prompt_id, OldPilotRef(pilot_round, position), group_values[position], self.global_steps)
+
+    def _take_from_buffer(self, draws):
+        if not draws:
+            return None, None
+        by_round = {}
+        for draw in draws:
+            ref = draw.entry.payload
+            by_round.setdefault(id(ref.round), (ref.round, []))[1].append(draw)
+        prompt_parts, rollout_parts = [], []
+        for pilot_round, round_draws in by_round.values():
+            positions = np.array([d.entry.payload.position for d in round_draws])
+            rows = np.concatenate(
+                [d.entry.payload.position * pilot_round.n_pilot + d.response_index for d in round_draws]
+            )
+            prompt_parts.append(pilot_round.prompts.select_idxs(positions))
+            rollout_parts.append(pilot_round.rollouts.select_idxs(rows))
+        return old_concat_rows(prompt_parts, "buffered prompt rows"), old_concat_rows(rollout_parts, "rollouts")
+
+    def _round_contribution(self, reused, commit_rows):
+        return old_concat_rows([reused, commit_rows], what="reused pilot rollouts and commit rollouts")
+
+    def _assemble_training_batch(self, parts, tally):
+        batch = old_concat_rows(parts, what="training contributions")
+        uids, first, counts = np.unique(batch.non_tensor_batch["uid"], return_index=True, return_counts=True)
+        assert (counts == self.pc.group_size).all() and len(uids) <= self.pc.train_batch_size
+        if len(uids) < self.pc.train_batch_size:
+            unit = self._trainable_unit()
+            keep = np.sort(uids[np.argsort(first, kind="stable")][: len(uids) // unit * unit])
+            tally.unfilled_dropped_prompts = len(uids) - len(keep)
+            batch = batch.select_idxs(np.isin(batch.non_tensor_batch["uid"], keep))
+        batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
+        return batch
+
+
+def snapshot(batch: DataProto) -> dict:
+    """A deep copy of everything verl's update reads from the batch (tensors are reused across steps)."""
+    return {
+        "tensors": {k: v.clone() for k, v in batch.batch.items()},
+        "tensor_order": list(batch.batch.keys()),
+        "non_tensor": {k: v.copy() for k, v in batch.non_tensor_batch.items()},
+        "meta": dict(batch.meta_info),
+    }
+
+
+def recording(cls):
+    class Recording(cls):
+        def _assemble_training_batch(self, parts, tally):
+            batch = super()._assemble_training_batch(parts, tally)
+            self.assembled.append((self.global_steps, snapshot(batch), tally.unfilled_dropped_prompts))
+            return batch
+
+    Recording.assembled = None
+    return Recording
+
+
+def run(tmp_path, tokenizer, cls, extra, probs=None, name="run"):
+    folder = tmp_path / name
+    folder.mkdir()
+    env_file_logger(folder)
+    kwargs = {} if probs is None else {"probs": probs}
+    trainer = build_trainer(folder, tokenizer, trainer_cls=recording(cls), extra=extra, **kwargs)
+    trainer.assembled = []
+    trainer.fit()
+    return trainer
+
+
+def assert_same_batches(new, old):
+    assert [s for s, _, _ in new] == [s for s, _, _ in old]
+    for (step, a, cut_a), (_, b, cut_b) in zip(new, old, strict=True):
+        assert cut_a == cut_b, step
+        assert a["tensor_order"] == b["tensor_order"], step
+        for key in b["tensors"]:
+            x, y = a["tensors"][key], b["tensors"][key]
+            assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y), (step, key)
+        assert a["non_tensor"].keys() == b["non_tensor"].keys(), step
+        for key, y in b["non_tensor"].items():
+            x = a["non_tensor"][key]
+            assert x.dtype == y.dtype and x.shape == y.shape, (step, key)
+            assert all(_same(u, v) for u, v in zip(x.tolist(), y.tolist(), strict=True)), (step, key)
+        assert a["meta"] == b["meta"], step
+
+
+def _same(u, v) -> bool:
+    if isinstance(u, np.ndarray) or isinstance(v, np.ndarray):
+        return np.array_equal(np.asarray(u, dtype=object), np.asarray(v, dtype=object))
+    return type(u) is type(v) and u == v
+
+
+CASES = {
+    # several pilot rounds per step, reuse across an epoch boundary (carried partial batches), stale flushes
+    "carry": ["trainer.total_training_steps=9"],
+    "down_sampled_max_variance": [
+        "algorithm.exploration.n_effective=2",
+        "algorithm.mini_batch_unit=group",
+        "trainer.total_training_steps=6",
+    ],
+    "down_sampled_first_n": [
+        "algorithm.exploration.n_effective=3",
+        "algorithm.mini_batch_unit=group",
+        "algorithm.buffer_response_sampling_method=first_n",
+        "algorithm.buffer_sampling_method=random",
+        "trainer.total_training_steps=6",
+    ],
+    "seq_reward_metric": ["algorithm.agg_metric=seq_reward", "trainer.total_training_steps=4"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_assembled_batches_equal_the_old_assembly(tmp_path, tokenizer, case):
+    new = run(tmp_path, tokenizer, RayPCTrainer, CASES[case], name="new")
+    old = run(tmp_path, tokenizer, OldAssemblyTrainer, CASES[case], name="old")
+    assert len(new.assembled) >= 4
+    assert_same_batches(new.assembled, old.assembled)
+
+
+# Random prompt order: a cut segment's rows are then not the first rows of its pilot round.
+@pytest.mark.parametrize("order", ["max_variance", "random"])
+def test_unfilled_batches_are_cut_like_the_old_assembly(tmp_path, tokenizer, order):
+    probs = [0.0] * 32 + [0.5] * 8
+    extra = [
+        "algorithm.max_num_gen_batches=2",
+        "trainer.total_training_steps=4",
+        f"algorithm.buffer_sampling_method={order}",
+    ]
+    new = run(tmp_path, tokenizer, RayPCTrainer, extra, probs=probs, name="new")
+    old = run(tmp_path, tokenizer, OldAssemblyTrainer, extra, probs=probs, name="old")
+    assert any(cut for _, _, cut in new.assembled)
+    assert_same_batches(new.assembled, old.assembled)
+
+
+def test_a_resumed_buffer_assembles_the_batches_of_the_uninterrupted_old_assembly(tmp_path, tokenizer):
+    save = ["trainer.save_freq=3"]
+    old = run(tmp_path, tokenizer, OldAssemblyTrainer, ["trainer.total_training_steps=7"], name="old")
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    env_file_logger(cut)
+    build_trainer(cut, tokenizer, extra=[*save, "trainer.total_training_steps=3"]).fit()
+    env_file_logger(cut)
+    resumed = build_trainer(
+        cut, tokenizer, trainer_cls=recording(RayPCTrainer), extra=[*save, "trainer.total_training_steps=7"]
+    )
+    resumed.assembled = []
+    resumed.fit()
+    assert resumed.actor_rollout_wg.loaded_step == 3
+    assert_same_batches(resumed.assembled, old.assembled[3:])
+
+
+def test_compact_rows_store_each_derivable_field_once(tmp_path, tokenizer):
+    trainer = run(tmp_path, tokenizer, RayPCTrainer, ["trainer.total_training_steps=2"])
+    rows = trainer.buffer.entries()[0].payload.round.rollouts
+    kinds = {k: f.kind for k, f in rows.fields.items()}
+    assert kinds == {
+        "dummy_tensor": "per_group",
+        "prompts": "per_group",
+        "responses": "dense",
+        "response_mask": "tail",
+        "input_ids": "concat",
+        "attention_mask": "dense",
+        "position_ids": "positions",
+        "rm_scores": "sparse",
+        "token_level_scores": "alias",
+    }
+    assert rows.fields["responses"].data.dtype == torch.uint8  # the stand-in's token ids fit a byte
+    assert rows.fields["attention_mask"].data.dtype == torch.bool
+
+
+def test_layouts_that_break_a_derivation_are_stored_as_they_are():
+    from tensordict import TensorDict
+
+    n, group, p, r = 6, 3, 4, 5
+    prompts = torch.randint(3, 300, (n, p))
+    responses = torch.randint(3, 300, (n, r))
+    mask = torch.ones(n, p + r, dtype=torch.long)
+    mask[1, 6:] = 0
+    positions = torch.clamp(torch.cumsum(mask, 1) - 1, min=0)
+    positions[4, 0] = 9  # not derivable from the mask
+    response_mask = mask[:, p:].clone()
+    response_mask[2, 1] = 0  # a tool-output token inside the response
+    input_ids = torch.cat([prompts, responses], 1)
+    input_ids[5, 0] = 1
+    scores = torch.zeros(n, r)
+    scores[0, 1:3] = 0.5  # two non-zeros in one row: not sparse
+    td = TensorDict(
+        {
+            "prompts": prompts,
+            "responses": responses,
+            "attention_mask": mask,
+            "input_ids": input_ids,
+            "position_ids": positions,
+            "response_mask": response_mask,
+            "rm_scores": scores,
+            "token_level_scores": scores + 1,
+        },
+        batch_size=[n],
+    )
+    rows = DataProto(batch=td, non_tensor_batch={"uid": np.arange(n).astype(object)})
+    compact = CompactRows.from_proto(rows, group, groups=np.array([1, 0]))
+    assert all(f.kind == "dense" for k, f in compact.fields.items() if k not in ("attention_mask",))
+    assert compact.fields["responses"].data.dtype == torch.int16
+    out = assemble([Segment(compact, np.array([5, 0, 3]))], None, "rows")
+    source = np.array([2, 3, 0])  # kept rows are group 1 (rows 3-5) then group 0 (rows 0-2)
+    for key in td.keys():
+        assert torch.equal(out.batch[key], td[key][torch.from_numpy(source)]), key
+    assert out.non_tensor_batch["uid"].tolist() == [2, 3, 0]
