@@ -11,7 +11,8 @@
 #
 # Environment: RAY_PORT (GCS port, default 6379); RAY_TMP (this node's Ray temp dir, default
 # /tmp/ray_cluster_<port>; the pid file of the node lives there); NODE_PORT_BASE (the first of the 410
-# ports this node's own processes use, default RAY_PORT + 1; give each node on one host its own range);
+# ports this node's own processes use, default RAY_PORT + 1; give each node on one host its own range, and keep
+# it clear of 8265 and 10001, which Ray reserves for the dashboard and client server);
 # NGPUS_PER_NODE (default 8); NUM_CPUS (default: Ray's count); NODE_IP (the head's default: 127.0.0.1
 # when NNODES=1, else the host's first address; a worker's default: Ray's choice); RAY_CLI (default
 # `ray`; e.g. "python3 -m ray.scripts.scripts" where the `ray` script is not on PATH or not runnable).
@@ -23,12 +24,15 @@ RAY_TMP=${RAY_TMP:-/tmp/ray_cluster_$RAY_PORT}
 base=${NODE_PORT_BASE:-$((RAY_PORT + 1))}
 pidfile() { echo "$RAY_TMP/ray_cluster_$1.pid"; }
 
-alive_nodes() {
+# "<alive nodes> <GPUs available>": the GPUs come from the resource view verl checks before it places workers.
+cluster_state() {
   python3 - <<'PY'
 import ray
 
 ray.init(logging_level="ERROR")
-print(sum(1 for node in ray.nodes() if node["Alive"]))
+alive = sum(1 for node in ray.nodes() if node["Alive"])
+gpus = sum(r.get("GPU", 0) for r in ray._private.state.available_resources_per_node().values())
+print(alive, int(gpus))
 ray.shutdown()
 PY
 }
@@ -71,7 +75,7 @@ stop_nodes() {
     pid=$(cat "$pf")
     if kill -0 "$pid" 2>/dev/null; then
       kill -TERM -- "-$pid" 2>/dev/null || true
-      for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+      for _ in $(seq 15); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
       kill -KILL -- "-$pid" 2>/dev/null || true
       stopped=$((stopped + 1))
     fi
@@ -80,11 +84,15 @@ stop_nodes() {
   echo "stopped $stopped Ray node(s) started from $RAY_TMP"
 }
 
+# A node counts once it is alive AND its GPUs show in the resource view: right after a node joins, verl's
+# resource check can still see 0 available GPUs and refuse to start.
 wait_for() {
-  local want=$1 tries=0
-  until [ "$(alive_nodes 2>/dev/null || echo 0)" -ge "$want" ]; do
+  local want=$1 gpus=$(($1 * NGPUS_PER_NODE)) tries=0 state
+  while true; do
+    state=$(cluster_state 2>/dev/null || echo "0 0")
+    if [ "${state% *}" -ge "$want" ] && [ "${state#* }" -ge "$gpus" ]; then break; fi
     tries=$((tries + 1))
-    if [ $((tries % 6)) = 0 ]; then echo "waiting for $want Ray node(s) to join ..."; fi
+    if [ $((tries % 6)) = 0 ]; then echo "waiting for $want Ray node(s) with $gpus GPUs (now: $state) ..."; fi
     sleep 5
   done
 }

@@ -178,6 +178,9 @@ def _settings(config: Config) -> PCSettings:
         carry_over_epoch=True,
         min_train_prompts=None,
         raise_on_unfilled_batch=False,
+        partial_mini_batch=False,
+        dapo_step_unit="update",
+        buffer_tie_order="newest_first",
     )
 
 
