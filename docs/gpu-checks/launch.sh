@@ -5,7 +5,8 @@
 # after host_install.sh unpacked the bundle to /tmp/site and the SmolLM2 GGUF was joined at /tmp/smollm2.gguf.
 #
 #   bash docs/gpu-checks/launch.sh setup     # models and data (~1 min)
-#   bash docs/gpu-checks/launch.sh start     # every run, detached, ~25 s apart; logs under /tmp/runs/<run>/
+#   bash docs/gpu-checks/launch.sh checks    # the multi-GPU checks, detached, 60 s apart; logs under /tmp/runs/<run>/
+#   bash docs/gpu-checks/launch.sh regime    # #9's first regime batch (4 runs of 30 steps, one GPU each)
 #   bash docs/gpu-checks/launch.sh collect   # a tarball of the logs into $OUT
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -28,7 +29,7 @@ run() {
   sleep "$STAGGER"
 }
 
-case "${1:?setup | start | collect}" in
+case "${1:?setup | checks | regime | collect}" in
   setup)
     python3 /tmp/smollm2_to_hf.py "$M" --gguf /tmp/smollm2.gguf --tiny "$TINY"
     python3 data/process_arithmetic.py --out_dir $D/smoke --levels 1 2 --train 160 --test 32
@@ -36,38 +37,51 @@ case "${1:?setup | start | collect}" in
     python3 data/process_arithmetic.py --out_dir $D/spread --mix spread --train 3000 --test 200
     nvidia-smi --query-gpu=index,name,memory.total --format=csv
     ;;
-  start)
+  regime)
+    # #9's first batch: spread mix, groups of 16, 30 steps, 2 seeds, every generated rollout dumped.
     mkdir -p $RUNS
-    # #9 regime batch first (longest): spread mix, groups of 16, 30 steps, 2 seeds, every rollout dumped.
     for seed in 1 2; do
       run grpo16_spread_s$seed $((seed - 1)) MODEL_PATH=$M DATA_DIR=$D/spread STEPS=30 bash train_scripts/arith_grpo_1gpu.sh \
         data.seed=$seed trainer.rollout_data_dir=$RUNS/grpo16_spread_s$seed/dump
       run pc4x12_spread_s$seed $((seed + 1)) MODEL_PATH=$M DATA_DIR=$D/spread STEPS=30 bash train_scripts/arith_pc_1gpu.sh \
         data.seed=$seed trainer.rollout_data_dir=$RUNS/pc4x12_spread_s$seed/dump
     done
+    ;;
+  checks)
+    # The multi-GPU checks. verl asks 3 Ray CPUs per GPU (CPUS=14 for 4 GPUs); the micro-batch sizes must divide
+    # each rank's rows (verl/workers/engine/utils.py prepare_micro_batches), so 4 here; engines that start on one
+    # GPU at the same moment fail vLLM's memory profiling, so starts are 60 s apart.
+    mkdir -p $RUNS
+    export CPUS=14 STAGGER=${STAGGER_CHECKS:-60}
+    micro="actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4"
+    micro="$micro actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"
+    # #13: two Ray nodes on this host (head on GPU 0, worker on GPU 1), started by ray_cluster.sh.
+    run two_nodes 0,1 bash docs/gpu-checks/two_nodes.sh $M $D/smoke $micro
     # #15: data-parallel 4 with a generation batch that needs padding (3 agent workers, 15 pilot prompts).
-    run pc_dp4 0,1,2,3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=5 bash train_scripts/smoke_1gpu.sh \
+    run pc_dp4 0,1,2,3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=5 bash train_scripts/smoke_1gpu.sh $micro \
       trainer.n_gpus_per_node=4 actor_rollout_ref.rollout.agent.num_workers=3 data.gen_batch_size=15
-    run grpo_dp4 0,1,2,3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=5 bash train_scripts/smoke_1gpu.sh \
-      trainer.n_gpus_per_node=4 actor_rollout_ref.rollout.agent.num_workers=3 \
-      algorithm.rollout_allocation=grpo data.gen_batch_size=8
+    # #13: resume after SIGKILL of the driver once step 4's checkpoint is complete.
+    CPUS=5 run resume 1 bash docs/gpu-checks/resume_check.sh $M $D/tiny $micro
+    # #11: the reference preset with a partial last mini-batch (64 rows in mini-batches of 12: 5 + 1 partial).
+    CPUS=5 run ref_partial 3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=4 bash train_scripts/smoke_1gpu.sh $micro \
+      preset=reference algorithm.exploration.n=2 actor_rollout_ref.rollout.n=6 actor_rollout_ref.actor.ppo_mini_batch_size=2
     # #15: rollout tensor parallel 2 (two replicas of two GPUs) with the 14B script's layout (FSDP over all GPUs).
-    run pc_tp2 0,1,2,3 MODEL_PATH=$TINY DATA_DIR=$D/smoke STEPS=3 bash train_scripts/smoke_1gpu.sh \
+    run pc_tp2 0,1,2,3 MODEL_PATH=$TINY DATA_DIR=$D/smoke STEPS=3 bash train_scripts/smoke_1gpu.sh $micro \
       trainer.n_gpus_per_node=4 actor_rollout_ref.rollout.tensor_model_parallel_size=2 \
       actor_rollout_ref.actor.ulysses_sequence_parallel_size=1
+    # The same layout with GRPO, which trains every group: the PPO update at TP 2 runs even on the random model.
+    run grpo_tp2 0,1,2,3 MODEL_PATH=$TINY DATA_DIR=$D/smoke STEPS=3 bash train_scripts/smoke_1gpu.sh $micro \
+      trainer.n_gpus_per_node=4 actor_rollout_ref.rollout.tensor_model_parallel_size=2 \
+      actor_rollout_ref.actor.ulysses_sequence_parallel_size=1 algorithm.rollout_allocation=grpo data.gen_batch_size=8
     # #13: data-parallel 2, two vLLM replicas, padded generation batch; PC and GRPO.
-    run pc_dp2 0,1 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=6 bash train_scripts/smoke_1gpu.sh \
+    run pc_dp2 2,3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=6 bash train_scripts/smoke_1gpu.sh $micro \
       trainer.n_gpus_per_node=2 actor_rollout_ref.rollout.agent.num_workers=3 data.gen_batch_size=15
-    run grpo_dp2 2,3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=6 bash train_scripts/smoke_1gpu.sh \
+    run grpo_dp4 0,1,2,3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=5 bash train_scripts/smoke_1gpu.sh $micro \
+      trainer.n_gpus_per_node=4 actor_rollout_ref.rollout.agent.num_workers=3 \
+      algorithm.rollout_allocation=grpo data.gen_batch_size=8
+    run grpo_dp2 2,3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=6 bash train_scripts/smoke_1gpu.sh $micro \
       trainer.n_gpus_per_node=2 actor_rollout_ref.rollout.agent.num_workers=3 \
       algorithm.rollout_allocation=grpo data.gen_batch_size=8
-    # #11: the reference preset with a partial last mini-batch (64 rows in mini-batches of 12: 5 + 1 partial).
-    run ref_partial 3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=4 bash train_scripts/smoke_1gpu.sh preset=reference \
-      algorithm.exploration.n=2 actor_rollout_ref.rollout.n=6 actor_rollout_ref.actor.ppo_mini_batch_size=2
-    # #13: resume after SIGKILL of the driver once step 4's checkpoint is complete.
-    run resume 2 bash docs/gpu-checks/resume_check.sh $M $D/tiny
-    # #13: two Ray nodes on this host (head on GPU 0, worker on GPU 1), started by ray_cluster.sh.
-    run two_nodes 0,1 bash docs/gpu-checks/two_nodes.sh $M $D/smoke
     ;;
   collect)
     out=${OUT:?}
