@@ -98,6 +98,7 @@ class GenerationCall:
     global_steps: int
     validate: bool = False
     timing: dict = field(default_factory=dict)
+    correct: list = field(default_factory=list)  # per row, in input order: the stand-in's ground truth
 
 
 class StandInAgentLoopManager:
@@ -177,6 +178,7 @@ class StandInAgentLoopManager:
             truth = chunk.non_tensor_batch["reward_model"][i]["ground_truth"]
             correct = bool(rng.random() < float(chunk.non_tensor_batch["extra_info"][i]["success_prob"]))
             responses[0, length - 1] = CORRECT_TOKEN if correct else WRONG_TOKEN
+            self.calls[-1].correct.append(correct)
             if self.reward_fn is not None:
                 text = self.tokenizer.decode(responses[0, :length].tolist(), skip_special_tokens=True)
                 info = dict(
@@ -261,6 +263,7 @@ class ActorCall:
     kind: str
     num_rows: int
     uids: list = field(default_factory=list)
+    prompt_ids: list = field(default_factory=list)
     rollout_steps: list = field(default_factory=list)
     is_pilot: list = field(default_factory=list)
     acc: list = field(default_factory=list)
@@ -317,6 +320,7 @@ class StandInActorWorkerGroup:
             kind,
             data.batch_size[0],
             uids=tu.get(data, "uid"),
+            prompt_ids=tu.get(data, "index"),
             rollout_steps=tu.get(data, "pc_rollout_step"),
             is_pilot=tu.get(data, "pc_is_pilot"),
             acc=tu.get(data, "acc"),
