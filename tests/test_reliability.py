@@ -149,13 +149,31 @@ def test_eviction_emptying_the_data_finishes_with_a_final_checkpoint(tmp_path, t
 
 
 def test_non_binary_metric_bands_the_mean_and_never_trains_flat_groups(tmp_path, tokenizer):
+    """Catches: a flat group whose mean lies in the band trained anyway (the old test's seq_reward was +-1)."""
     log = env_file_logger(tmp_path)
+    flat = set(range(8))
+
+    def graded_reward(data_source, solution_str, ground_truth, extra_info):
+        # Prompts 0-7 always score 0.5 (in the band, no spread); the others score in quarters by length.
+        partial = 0.5 if extra_info["index"] in flat else (len(solution_str) % 5) / 4
+        return {"score": partial, "acc": partial > 0.5, "partial": partial}
+
     trainer = build_trainer(
-        tmp_path, tokenizer, extra=["algorithm.agg_metric=seq_reward", "trainer.total_training_steps=3"]
+        tmp_path,
+        tokenizer,
+        reward_fn=graded_reward,
+        extra=["algorithm.agg_metric=partial", "trainer.total_training_steps=3"],
     )
     trainer.fit()
     steps = step_records(log)
     assert len(steps) == 3
+    piloted = {int(p) for c in trainer.async_rollout_manager.calls for p in c.prompt_ids}
+    assert len(flat & piloted) >= 4  # flat prompts were piloted, their mean 0.5 in the band
+    for call in (c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"):
+        ids, scores = np.asarray(call.prompt_ids), call.scores.numpy()
+        assert not flat & set(ids.tolist())
+        assert len(np.unique(scores)) > 2  # the metric really is non-binary
+        assert all(scores[ids == pid].std() > 0 for pid in np.unique(ids))
     assert all(s["training/zero_variance_group_frac"] == 0.0 for s in steps)
 
 
@@ -246,3 +264,51 @@ def test_a_prompt_committed_in_a_round_is_not_queued_again_by_its_own_new_pilot(
     trainer._run_round(again, tally, [], timing)
     assert tally.committed_ids == {entry.prompt_id}
     assert entry.prompt_id not in trainer.buffer
+
+
+@pytest.mark.parametrize("carry", [True, False])
+def test_resume_from_every_step_across_an_epoch_boundary_with_evictions(tmp_path, tokenizer, carry):
+    """Catches: any PC state (eviction set, buffer, counters, epoch, dataloader position) not restored."""
+    steps = 7
+    extra = ["trainer.save_freq=1", f"algorithm.carry_over_epoch={str(carry).lower()}"]
+    keys = [
+        "rollout_stats/cumulative_rollouts_sample",
+        "rollout_stats/cumulative_rollouts_train",
+        "training/total_sampling_rounds",
+        "training/total_consumed_prompts",
+        "training/epoch",
+        "buffer_stats/local/buffer_size",
+        "training/num_evicted_prompts",
+    ]
+    (tmp_path / "full").mkdir()
+    env_file_logger(tmp_path / "full")
+    full = build_trainer(tmp_path / "full", tokenizer, extra=[*extra, f"trainer.total_training_steps={steps}"])
+    full.fit()
+    full_gen, full_updates = trace(full)
+    full_steps = step_records(str(tmp_path / "full" / "metrics.jsonl"))
+    evicted_at = [s["training/num_evicted_prompts"] for s in full_steps]
+    assert evicted_at[0] == 0 < evicted_at[-1], "the run must cross an epoch boundary that evicts prompts"
+    for cut in range(1, steps):
+        folder = tmp_path / f"resume_{cut}"
+        folder.mkdir()
+        log = env_file_logger(folder)
+        resume_from = tmp_path / "full" / "ckpt" / f"global_step_{cut}"
+        resumed = build_trainer(
+            folder,
+            tokenizer,
+            extra=[
+                *extra,
+                f"trainer.total_training_steps={steps}",
+                "trainer.resume_mode=resume_path",
+                f"trainer.resume_from_path={resume_from}",
+            ],
+        )
+        resumed.fit()
+        gen, trained = trace(resumed)
+        rounds_before = full_steps[cut - 1]["training/total_sampling_rounds"]
+        assert gen == full_gen[rounds_before:], f"generation inputs differ after resuming at step {cut}"
+        assert trained == full_updates[cut:], f"trained groups differ after resuming at step {cut}"
+        got = [[s[k] for k in keys] for s in step_records(log)]
+        assert got == [[s[k] for k in keys] for s in full_steps[cut:]], f"counters differ after step {cut}"
+        assert resumed.train_dataset.evicted_ids == full.train_dataset.evicted_ids
+        assert resumed._pc_state_summary() == full._pc_state_summary()

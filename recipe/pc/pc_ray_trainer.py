@@ -82,6 +82,55 @@ class PilotRef:
     position: int
 
 
+class RoundTiming:
+    """The agent loop's timing keys of a step's generation calls, aggregated over its rounds.
+
+    Each call reports min/max/mean over its rows and the timings of its slowest row
+    (AgentLoopManager._performance_metrics); summing those over rounds would be wrong. A step's
+    values: min of mins, max of maxes, row-weighted mean of means, the slowest row of all rounds;
+    any other key is a duration and is summed. State resets with each step's ``timing_raw`` dict.
+    """
+
+    def __init__(self):
+        self._owner: dict | None = None
+        self._rounds: list[tuple[dict, int]] = []
+
+    def add(self, timing_raw: dict, timing: dict, rows: int) -> None:
+        if self._owner is not timing_raw:
+            self._owner, self._rounds = timing_raw, []
+        self._rounds.append((timing, rows))
+        timing_raw.update(aggregate_round_timing(self._rounds))
+
+
+def aggregate_round_timing(rounds: list[tuple[dict, int]]) -> dict:
+    """One step's agent-loop timing from per-round (timing, rows) pairs; see ``RoundTiming``."""
+    merged: dict = {}
+    total_rows = sum(rows for _, rows in rounds)
+    for key in {k for timing, _ in rounds for k in timing if "/slowest/" not in k}:
+        values = [(timing[key], rows) for timing, rows in rounds if key in timing]
+        if key.endswith("/min"):
+            merged[key] = min(v for v, _ in values)
+        elif key.endswith("/max"):
+            merged[key] = max(v for v, _ in values)
+        elif key.endswith("/mean"):
+            merged[key] = sum(v * rows for v, rows in values) / max(total_rows, 1)
+        else:
+            merged[key] = sum(v for v, _ in values)
+
+    def slowest_total(timing: dict) -> float:
+        # The agent loop picks its slowest row by generation + tool + scoring time.
+        return sum(
+            timing.get(f"agent_loop/slowest/{part}", 0.0)
+            for part in ("generate_sequences", "tool_calls", "compute_score")
+        )
+
+    with_slowest = [timing for timing, _ in rounds if any("/slowest/" in k for k in timing)]
+    if with_slowest:
+        slowest = max(with_slowest, key=slowest_total)
+        merged.update({k: v for k, v in slowest.items() if "/slowest/" in k})
+    return merged
+
+
 class RayPCTrainer(RayPPOTrainer):
     def __init__(self, config, *args, **kwargs):
         self.pc = PCSettings.from_config(config)
@@ -111,6 +160,8 @@ class RayPCTrainer(RayPPOTrainer):
         self._last_saved_step = None
         self._batch_buffers = BatchBuffers()
         self._resumed_from: str | None = None
+        self._weights_version = -1  # the step whose actor weights the rollout replicas hold
+        self._round_timing = RoundTiming()
 
     # ------------------------------------------------------------------ set-up checks
     def _check_supported_features(self) -> None:
@@ -150,7 +201,7 @@ class RayPCTrainer(RayPPOTrainer):
         )
         self.global_steps = 0
         self._load_checkpoint()
-        self.checkpoint_manager.update_weights(self.global_steps)
+        self._sync_weights()
         self.pc.check_parallel_sizes(
             self._get_dp_size(self.actor_rollout_wg, "actor"),
             int(self.config.actor_rollout_ref.actor.ppo_mini_batch_size),
@@ -327,6 +378,8 @@ class RayPCTrainer(RayPPOTrainer):
         gen_batch.meta_info["global_steps"] = self.global_steps
         try:
             output = self.async_rollout_manager.generate_sequences(gen_batch)
+            if "rm_scores" not in output.batch.keys() and self.use_rm:
+                output = self._score_colocated(output, timing_raw)
         except Exception as err:
             ids = np.unique(gen_batch.non_tensor_batch["index"])
             raise RuntimeError(
@@ -334,8 +387,7 @@ class RayPCTrainer(RayPPOTrainer):
                 f"prompt ids {ids[:20].tolist()}{' ...' if len(ids) > 20 else ''}: {type(err).__name__}: {err}"
             ) from err
         extra_keys = list(output.meta_info.get("reward_extra_keys", []))
-        for key, value in output.meta_info.pop("timing", {}).items():
-            timing_raw[key] = timing_raw.get(key, 0.0) + value
+        self._round_timing.add(timing_raw, output.meta_info.pop("timing", {}), rows=len(output))
         output = unpad_dataproto(output, pad)
         if len(output) != num_rows:
             raise RuntimeError(f"generation returned {len(output)} rows for {num_rows} inputs")
@@ -364,6 +416,24 @@ class RayPCTrainer(RayPPOTrainer):
                     )
         return rows
 
+    def _score_colocated(self, output: DataProto, timing_raw: dict) -> DataProto:
+        """Score a round with the reward model that shares the GPU with the rollout replicas.
+
+        The replicas stay awake across a step's rounds, so each round puts them to sleep for the
+        reward model and wakes them after, as verl's _validate does: with update_weights, because a
+        level-2 sleep drops the rollout weights and a bare wake-up would not restore them.
+        """
+        with marked_timer("reward_colocated", timing_raw, color="yellow"):
+            self.checkpoint_manager.sleep_replicas()
+            scored = output.union(self._compute_reward_colocate(output))
+            self.checkpoint_manager.update_weights(self._weights_version)
+        return scored
+
+    def _sync_weights(self) -> None:
+        """Push the actor's weights to the (sleeping) replicas, which wakes them."""
+        self.checkpoint_manager.update_weights(self.global_steps)
+        self._weights_version = self.global_steps
+
     def _split_for_generation(self, prompts: DataProto) -> tuple[DataProto, DataProto]:
         """(reward-side rows, generation inputs) of a copy of ``prompts``, the way stock fit() splits them."""
         reward_side = prompts.select_idxs(np.arange(len(prompts)))
@@ -376,12 +446,10 @@ class RayPCTrainer(RayPPOTrainer):
         rows = rows.union(generated)
         rows.meta_info = {}
         if "rm_scores" not in rows.batch.keys():
-            if not self.use_rm:
-                raise RuntimeError(
-                    "the rollout returned no rm_scores: Pilot-Commit needs rewards from verl's reward loop "
-                    "(reward.reward_manager / reward.custom_reward_function) to run the pilot filter"
-                )
-            rows = rows.union(self._compute_reward_colocate(rows))
+            raise RuntimeError(
+                "the rollout returned no rm_scores: Pilot-Commit needs rewards from verl's reward loop "
+                "(reward.reward_manager / reward.custom_reward_function) to run the pilot filter"
+            )
         scores, _ = extract_reward(rows)
         rows.batch["token_level_scores"] = scores
         if "response_mask" not in rows.batch.keys():
@@ -565,7 +633,7 @@ class RayPCTrainer(RayPPOTrainer):
             with marked_timer("update_critic", timing_raw, color="pink"):
                 metrics.update(reduce_metrics(self._update_critic(batch).meta_info["metrics"]))
         if self.config.trainer.critic_warmup > self.global_steps:
-            self.checkpoint_manager.update_weights(self.global_steps)
+            self._sync_weights()
             return batch
         with marked_timer("update_actor", timing_raw, color="red"):
             actor_output = self._update_actor(batch)
@@ -575,7 +643,7 @@ class RayPCTrainer(RayPPOTrainer):
             with marked_timer("save_checkpoint", timing_raw, color="green"):
                 self._save_checkpoint()
         with marked_timer("update_weights", timing_raw, color="red"):
-            self.checkpoint_manager.update_weights(self.global_steps)
+            self._sync_weights()
         metrics.update(reduce_metrics(actor_output.meta_info["metrics"]))
         return batch
 
