@@ -27,7 +27,7 @@ from verl.trainer.main_ppo import run_ppo
 from verl.trainer.main_ppo_v0 import BaseTaskRunner
 from verl.utils.device import auto_set_device
 
-from recipe.pc.settings import PCConfigError, PCSettings, micro_batches
+from recipe.pc.settings import PCSettings, micro_batches
 
 # A hub id is "owner/name"; anything starting like a path is a local folder.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -135,11 +135,8 @@ def reference_dp_size(config) -> int | None:
 def _check_pc(config) -> None:
     settings = PCSettings.from_config(config)
     dp_size = actor_dp_size(config)
+    # Null sizes are left to verl's validate_config (_check_verl), which names them.
     micro = micro_batches(config, dp_size, reference_dp_size(config))
-    # verl's actor worker asserts these at start-up (the reference's only at its first call): refuse here.
-    unset = [m.key for m in micro.unset()]
-    if unset:
-        raise PCConfigError(f"{', '.join(unset)} null, but dynamic batch sizes are off: set them, or turn those on")
     settings.check_parallel_sizes(dp_size, int(config.actor_rollout_ref.actor.ppo_mini_batch_size), micro)
 
 

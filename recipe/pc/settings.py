@@ -337,9 +337,6 @@ class MicroBatches:
     def set_step(self) -> list[MicroBatch]:
         return [m for m in self.step if m.size is not None]
 
-    def unset(self) -> list[MicroBatch]:
-        return [m for m in (*self.step, self.update) if m is not None and m.size is None]
-
 
 def micro_batches(config, actor_dp: int, ref_dp: int | None) -> MicroBatches:
     """The micro-batch sizes of ``config``; ``ref_dp``: the reference model's ranks, or None without a separate
