@@ -4,6 +4,7 @@ verl 0.9.1's engine (``prepare_micro_batches``) asserts that each rank's rows sp
 when dynamic batch sizes are off; the tests run that very function on every rank's rows of every actor call.
 """
 
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 import yaml
 from conftest import compose_pc_config
 from hypothesis import given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from pc_standins import env_file_logger, step_records
 from test_train_scripts import run_script
@@ -135,6 +137,9 @@ def test_validate_path_checks_the_reference_rows_and_leaves_null_sizes_to_verl(t
         assert len(problems) == 1 and key.rsplit(".", 1)[1].removesuffix("_per_gpu") in problems[0], problems
 
 
+BASE_SETTINGS = PCSettings.from_config(compose_pc_config([]))
+
+
 def test_trainable_unit_accounts_for_the_log_prob_micro_size():
     settings = PCSettings.from_config(smoke_config())
     # 4 prompts = 32 rows fill one mini-batch of 32; a log-prob micro size of 64 at dp 1 needs 8 prompts.
@@ -145,34 +150,36 @@ def test_trainable_unit_accounts_for_the_log_prob_micro_size():
     assert settings.trainable_unit(1, 8, MicroBatches((MicroBatch(REF, 32, 2),))) == 8
 
 
+@hypothesis_settings(max_examples=400)
 @given(
-    batch=st.integers(1, 24),
+    batch=st.integers(1, 32),
     n_pilot=st.integers(1, 6),
     n_commit=st.integers(1, 6),
-    mini=st.integers(1, 8),
+    mini=st.sampled_from([1, 2, 3, 4, 8]),
     dp=st.sampled_from([1, 2, 4, 8]),
-    log_prob=st.integers(1, 16),
-    update=st.integers(1, 16),
+    ref_dp=st.sampled_from([1, 2, 4, 8]),
+    # Mostly powers of two, so that most drawn configurations are accepted and their batches checked.
+    sizes=st.tuples(*[st.sampled_from([1, 2, 3, 4, 8, 16])] * 3),
     partial=st.booleans(),
 )
 def test_every_batch_an_accepted_config_can_train_splits_under_verl(
-    batch, n_pilot, n_commit, mini, dp, log_prob, update, partial
+    batch, n_pilot, n_commit, mini, dp, ref_dp, sizes, partial
 ):
     """Full and unfilled batches (cut to multiples of trainable_unit) pass verl's own micro-batch split."""
-    cfg = compose_pc_config(
-        [
-            f"data.train_batch_size={batch}",
-            f"data.gen_batch_size={batch}",
-            f"algorithm.buffer_size={batch}",
-            f"algorithm.exploration.n={n_pilot}",
-            f"{ARR}.rollout.n={n_commit}",
-            f"algorithm.partial_mini_batch={partial}",
-            f"{UPDATE}={update}",
-            f"{LOG_PROB}={log_prob}",
-        ]
+    log_prob, ref, update = sizes
+    settings = dataclasses.replace(
+        BASE_SETTINGS,
+        train_batch_size=batch,
+        gen_batch_size=batch,
+        buffer_size=batch,
+        n_pilot=n_pilot,
+        n_pilot_effective=n_pilot,
+        n_commit=n_commit,
+        partial_mini_batch=partial,
     )
-    settings = PCSettings.from_config(cfg)
-    micro = micro_batches(cfg, dp, None)
+    micro = MicroBatches(
+        (MicroBatch(LOG_PROB, log_prob, dp), MicroBatch(REF, ref, ref_dp)), MicroBatch(UPDATE, update, dp)
+    )
     try:
         settings.check_parallel_sizes(dp, mini, micro)
     except PCConfigError:
@@ -184,6 +191,7 @@ def test_every_batch_an_accepted_config_can_train_splits_under_verl(
     for prompts in range(unit, batch + 1, unit):
         rows = prompts * settings.group_size
         assert rows % dp == 0 and verl_splits(rows // dp, log_prob)
+        assert rows % ref_dp == 0 and verl_splits(rows // ref_dp, ref)
         assert partial or (rows // dp) % (mini_rows // dp) == 0
 
 
