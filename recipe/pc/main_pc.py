@@ -27,7 +27,7 @@ from verl.trainer.main_ppo import run_ppo
 from verl.trainer.main_ppo_v0 import BaseTaskRunner
 from verl.utils.device import auto_set_device
 
-from recipe.pc.settings import PCSettings
+from recipe.pc.settings import PCSettings, micro_batches
 
 # A hub id is "owner/name"; anything starting like a path is a local folder.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -95,9 +95,9 @@ class PCTaskRunner(BaseTaskRunner):
 
 
 # ---------------------------------------------------------------------- start-up checks (no GPU)
-def actor_dp_size(config) -> int:
-    """Data-parallel ranks of the actor, as verl's workers compute them from the cluster size."""
-    actor = config.actor_rollout_ref.actor
+def actor_dp_size(config, role: str = "actor") -> int:
+    """Data-parallel ranks of the actor (or ``role``: ref), as verl's workers compute them from the cluster size."""
+    actor = config.actor_rollout_ref[role]
     world = int(config.trainer.nnodes) * int(config.trainer.n_gpus_per_node)
     if actor.strategy == "megatron":
         model_parallel = (
@@ -105,10 +105,10 @@ def actor_dp_size(config) -> int:
             * actor.megatron.pipeline_model_parallel_size
             * actor.megatron.context_parallel_size
         )
-        what = "actor_rollout_ref.actor.megatron tensor x pipeline x context parallel sizes"
+        what = f"actor_rollout_ref.{role}.megatron tensor x pipeline x context parallel sizes"
     else:
         model_parallel = actor.get("ulysses_sequence_parallel_size", 1)
-        what = "actor_rollout_ref.actor.ulysses_sequence_parallel_size"
+        what = f"actor_rollout_ref.{role}.ulysses_sequence_parallel_size"
     if world < 1 or model_parallel < 1:
         raise ValueError(
             f"trainer.nnodes * trainer.n_gpus_per_node = {world} GPUs and {what} = {model_parallel} must be positive"
@@ -121,9 +121,23 @@ def actor_dp_size(config) -> int:
     return world // model_parallel
 
 
+def reference_dp_size(config) -> int | None:
+    """Ranks of a separate reference model, or None: no reference, or (LoRA) the actor without its adapter."""
+    from verl.trainer.ppo.utils import need_reference_policy
+
+    model = config.actor_rollout_ref.model
+    lora_rank = (model.get("lora") or {}).get("rank", 0) or model.get("lora_rank", 0)
+    if not need_reference_policy(config) or lora_rank > 0 or model.get("lora_adapter_path") is not None:
+        return None
+    return actor_dp_size(config, "ref")
+
+
 def _check_pc(config) -> None:
     settings = PCSettings.from_config(config)
-    settings.check_parallel_sizes(actor_dp_size(config), int(config.actor_rollout_ref.actor.ppo_mini_batch_size))
+    dp_size = actor_dp_size(config)
+    # Null sizes are left to verl's validate_config (_check_verl), which names them.
+    micro = micro_batches(config, dp_size, reference_dp_size(config))
+    settings.check_parallel_sizes(dp_size, int(config.actor_rollout_ref.actor.ppo_mini_batch_size), micro)
 
 
 def _check_verl(config) -> None:

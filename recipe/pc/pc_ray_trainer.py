@@ -49,7 +49,7 @@ from recipe.pc.metrics import StepTally, step_metrics
 from recipe.pc.minibatch import mini_batch_plan, pad_partial_mini_batch
 from recipe.pc.replay_buffer import Draw, PilotReplayBuffer
 from recipe.pc.rollout_dump import append_records, rollout_records
-from recipe.pc.settings import PCConfigError, PCSettings
+from recipe.pc.settings import MicroBatches, PCConfigError, PCSettings, micro_batches
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -205,6 +205,7 @@ class RayPCTrainer(RayPPOTrainer):
         self.pc.check_parallel_sizes(
             self._get_dp_size(self.actor_rollout_wg, "actor"),
             int(self.config.actor_rollout_ref.actor.ppo_mini_batch_size),
+            self._micro_batches(),
         )
         SkipManager.init(self.config)
 
@@ -540,7 +541,14 @@ class RayPCTrainer(RayPPOTrainer):
 
     def _trainable_unit(self) -> int:
         dp_size = self._get_dp_size(self.actor_rollout_wg, "actor")
-        return self.pc.trainable_unit(dp_size, int(self.config.actor_rollout_ref.actor.ppo_mini_batch_size))
+        return self.pc.trainable_unit(
+            dp_size, int(self.config.actor_rollout_ref.actor.ppo_mini_batch_size), self._micro_batches()
+        )
+
+    def _micro_batches(self) -> MicroBatches:
+        separate_ref = self.use_reference_policy and not self.ref_in_actor
+        ref_dp = self._get_dp_size(self.ref_policy_wg, "ref") if separate_ref else None
+        return micro_batches(self.config, self._get_dp_size(self.actor_rollout_wg, "actor"), ref_dp)
 
     # ------------------------------------------------------------------ the training step
     def _assemble_training_batch(self, parts: list[list[Segment] | DataProto], tally: StepTally) -> DataProto:
