@@ -127,7 +127,9 @@ def build(levels: list[int], n_train: int, n_test: int, seed: int) -> tuple[pd.D
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out_dir", required=True)
-    ap.add_argument("--levels", type=int, nargs="+", choices=sorted(LEVELS), help="levels to draw from (overrides --mix)")
+    ap.add_argument(
+        "--levels", type=int, nargs="+", choices=sorted(LEVELS), help="levels to draw from (overrides --mix)"
+    )
     ap.add_argument("--mix", choices=sorted(MIXES), default="default", help="a named set of levels")
     ap.add_argument("--train", type=int, default=3000, help="train prompts in all")
     ap.add_argument("--test", type=int, default=200, help="test prompts in all")

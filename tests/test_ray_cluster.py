@@ -28,7 +28,13 @@ def _env(tmp_path, **extra):
 
 def _raylet_temp_dirs() -> list[str]:
     out = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
-    return [arg.split("=", 1)[1] for line in out.splitlines() if "raylet" in line for arg in line.split() if arg.startswith("--temp-dir=")]
+    return [
+        arg.split("=", 1)[1]
+        for line in out.splitlines()
+        if "raylet" in line
+        for arg in line.split()
+        if arg.startswith("--temp-dir=")
+    ]
 
 
 def test_two_nodes_on_one_host_and_stop_touches_only_its_own(tmp_path):
@@ -46,15 +52,26 @@ def test_two_nodes_on_one_host_and_stop_touches_only_its_own(tmp_path):
         )
         worker = subprocess.Popen(
             ["bash", SCRIPT, "worker"],
-            env=_env(tmp_path, HEAD_ADDR="127.0.0.1", RAY_PORT="7500", NODE_PORT_BASE="7000",
-                     RAY_TMP=os.path.join(short, "w"), DETACH="1", WAIT_HEAD_S="200"),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=_env(
+                tmp_path,
+                HEAD_ADDR="127.0.0.1",
+                RAY_PORT="7500",
+                NODE_PORT_BASE="7000",
+                RAY_TMP=os.path.join(short, "w"),
+                DETACH="1",
+                WAIT_HEAD_S="200",
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         time.sleep(1)  # the worker starts first and waits for the head, as under a scheduler
         head = subprocess.run(
             ["bash", SCRIPT, "head", str(probe)],
             env=_env(tmp_path, NNODES="2", RAY_PORT="7500", RAY_TMP=os.path.join(short, "h")),
-            capture_output=True, text=True, timeout=300,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         worker.communicate(timeout=60)
         assert head.returncode == 0, head.stdout + head.stderr
@@ -62,7 +79,10 @@ def test_two_nodes_on_one_host_and_stop_touches_only_its_own(tmp_path):
         assert "stopped 1 Ray node(s)" in head.stdout  # the head stopped its own node when the script ended
         assert os.path.join(short, "w") in _raylet_temp_dirs()  # ... and left the worker node alone
         stop = subprocess.run(
-            ["bash", SCRIPT, "stop"], env=_env(tmp_path, RAY_TMP=os.path.join(short, "w")), capture_output=True, text=True
+            ["bash", SCRIPT, "stop"],
+            env=_env(tmp_path, RAY_TMP=os.path.join(short, "w")),
+            capture_output=True,
+            text=True,
         )
         assert "stopped 1 Ray node(s)" in stop.stdout
         left = _raylet_temp_dirs()

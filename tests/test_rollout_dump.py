@@ -5,7 +5,7 @@ import os
 from collections import Counter
 
 from pc_standins import env_file_logger, step_records
-from test_trainer_fit import G, N_COMMIT, N_PILOT, build_trainer
+from test_trainer_fit import N_COMMIT, N_PILOT, G, build_trainer
 
 from recipe.pc.baseline_trainer import RayBaselineTrainer
 

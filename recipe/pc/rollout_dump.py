@@ -36,7 +36,11 @@ def rollout_records(
         if values is not None and len(values) == n and key != "score":
             columns[key] = [_plain(v) for v in values]
     reward_models = rows.non_tensor_batch.get("reward_model")
-    gts = [None if rm is None else rm.get("ground_truth") for rm in reward_models] if reward_models is not None else [None] * n
+    gts = (
+        [None if rm is None else rm.get("ground_truth") for rm in reward_models]
+        if reward_models is not None
+        else [None] * n
+    )
     sources = rows.non_tensor_batch.get("data_source", np.full(n, None, dtype=object))
     prompt_ids = np.asarray(rows.non_tensor_batch["index"]).astype(np.int64).tolist()
     uids = rows.non_tensor_batch["uid"]
@@ -51,7 +55,9 @@ def rollout_records(
             "score": scores[i],
         }
         record.update({key: values[i] for key, values in columns.items()})
-        record.update({"data_source": _plain(sources[i]), "gts": _plain(gts[i]), "input": inputs[i], "output": outputs[i]})
+        record.update(
+            {"data_source": _plain(sources[i]), "gts": _plain(gts[i]), "input": inputs[i], "output": outputs[i]}
+        )
         records.append(record)
     return records
 
