@@ -8,12 +8,15 @@ Either way a step is 5 whole mini-batches and one partial one of a third of the 
 in ONE update_actor call (one LR-scheduler step); GRPO at the same group size keeps its 4.
 """
 
+import numpy as np
 import pytest
 import torch
 from pc_standins import env_file_logger, step_records
 from test_trainer_fit import build_trainer
+from verl import DataProto
 
 from recipe.pc.baseline_trainer import RayBaselineTrainer
+from recipe.pc.minibatch import MiniBatchPlan, pad_partial_mini_batch
 from recipe.pc.settings import PCConfigError
 
 STEPS = 3
@@ -69,12 +72,14 @@ def test_reference_step_runs_five_whole_and_one_third_weighted_mini_batch(shape,
     per_rank, mini = rows // dp, n_commit // dp  # mini-batch: 1 prompt x n_commit rows
     full, partial = divmod(per_rank, mini)
     assert (full, 3 * partial) == (5, mini)
-    for call, original in zip(updates, sent, strict=True):
+    for step, (call, original) in enumerate(zip(updates, sent, strict=True), start=1):
         assert call.mini_batch_rows == n_commit and call.num_rows == dp * 6 * mini
+        # Each rank's rows are permuted before the cut, seeded by (seed, step); data.seed=7 in build_trainer.
+        rng = np.random.default_rng([7, step])
         for rank in range(dp):
             got = call.advantages[rank * 6 * mini : (rank + 1) * 6 * mini]
             tokens = call.loss_tokens[rank * 6 * mini : (rank + 1) * 6 * mini]
-            own = original[rank * per_rank : (rank + 1) * per_rank]
+            own = original[rank * per_rank : (rank + 1) * per_rank][torch.from_numpy(rng.permutation(per_rank))]
             assert (tokens[:per_rank] > 0).all() and (tokens[per_rank:] == 0).all()  # padding adds no loss tokens
             assert (got[per_rank:] == 0).all()
             # The weight each mini-batch's real rows carry against the advantages the trainer computed.
@@ -131,8 +136,35 @@ def test_improved_preset_takes_grpo_s_four_updates(tmp_path, tokenizer):
     [
         ("actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean", "loss_agg_mode=token-mean"),
         ("actor_rollout_ref.actor.shuffle=true", "shuffle=false"),
+        ("actor_rollout_ref.actor.use_kl_loss=true", "use_kl_loss=false"),
+        ("actor_rollout_ref.actor.entropy_coeff=0.01", "entropy_coeff=0"),
+        ("actor_rollout_ref.actor.policy_loss.loss_mode=gspo", "loss_mode=vanilla"),
     ],
 )
 def test_partial_mini_batch_refuses_settings_that_would_misweight_it(override, message, tmp_path, tokenizer):
     with pytest.raises(PCConfigError, match=message):
         build_trainer(tmp_path, tokenizer, extra=["algorithm.partial_mini_batch=true", override])
+
+
+def test_the_partial_mini_batch_is_not_the_shortest_rows_of_a_rank():
+    """verl's _balance_batch leaves each rank's shortest rows at its ends; the tail must not be them every step."""
+    dp, per_rank, mini = 2, 16, 6  # 2 whole mini-batches of 6 and a partial one of 4 rows per rank
+    lengths = np.arange(per_rank)
+    order = np.r_[lengths[::2], lengths[1::2][::-1]]  # verl's within-rank order: shortest at both ends
+    rows = np.concatenate([order, order])
+    batch = DataProto.from_dict(
+        tensors={
+            "response_mask": torch.ones(dp * per_rank, 3, dtype=torch.long),
+            "advantages": torch.ones(dp * per_rank, 3),
+            "length": torch.from_numpy(rows),
+        }
+    )
+    plan = MiniBatchPlan(per_rank, mini, per_rank // mini, per_rank % mini)
+    tail_means = []
+    for step in range(40):
+        padded = pad_partial_mini_batch(batch, plan, dp, np.random.default_rng([0, step]))
+        weighted = padded.batch["advantages"][:, 0] == plan.partial_weight
+        tail_means.append(padded.batch["length"][weighted].double().mean().item())
+    unpermuted_tail = order[-plan.partial_rows :].mean()  # what the tail held before the rows were permuted
+    assert unpermuted_tail == 4  # the rows 7, 5, 3, 1: the shorter half of the rank
+    assert abs(np.mean(tail_means) - lengths.mean()) < 1.5  # an unbiased sample of the rank's rows on average

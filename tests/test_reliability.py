@@ -81,6 +81,8 @@ def test_epoch_boundary_carry_or_flush_and_every_rollout_counted(tmp_path, token
     generated = sum(c.num_rows for c in trainer.async_rollout_manager.calls)
     padding = sum(s["rollout_stats/num_rollouts_padding"] for s in steps)
     assert steps[-1]["rollout_stats/cumulative_rollouts_sample"] + padding == generated
+    # ... and every generation call as a round, including those of a partial batch dropped at an epoch end
+    assert sum(s["training/num_gen_batches"] for s in steps) == len(trainer.async_rollout_manager.calls)
     for call in (c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"):
         ids = {uid.split(":")[1] for uid in call.uids}
         assert len(ids) == B  # never the same prompt twice in a batch, even across the boundary
@@ -312,3 +314,25 @@ def test_resume_from_every_step_across_an_epoch_boundary_with_evictions(tmp_path
         assert got == [[s[k] for k in keys] for s in full_steps[cut:]], f"counters differ after step {cut}"
         assert resumed.train_dataset.evicted_ids == full.train_dataset.evicted_ids
         assert resumed._pc_state_summary() == full._pc_state_summary()
+
+
+def test_rounds_of_a_partial_batch_dropped_at_an_epoch_end_are_still_logged(tmp_path, tokenizer):
+    """With carry_over_epoch=false a step's rounds before the boundary are dropped with its batch, not forgotten."""
+    log = env_file_logger(tmp_path)
+    probs = [0.0] * 32 + [0.5] * 8  # few prompts pass, so a step's rounds run across the epoch boundary
+    trainer = build_trainer(
+        tmp_path,
+        tokenizer,
+        probs=probs,
+        extra=["algorithm.carry_over_epoch=false", "algorithm.max_num_gen_batches=0", "trainer.total_training_steps=4"],
+    )
+    trainer.fit()
+    records = read_metrics(log)
+    dropped = [
+        r["data"]["exclusion_stats/dropped_partial_prompts"] for r in records if "exclusion_stats/epoch" in r["data"]
+    ]
+    assert any(dropped)  # the scenario happened
+    steps = step_records(log)
+    # The data runs out inside the last step: its rounds belong to no logged step.
+    logged = [c for c in trainer.async_rollout_manager.calls if c.global_steps <= steps[-1]["training/global_step"]]
+    assert sum(s["training/num_gen_batches"] for s in steps) == len(logged)

@@ -8,11 +8,12 @@ from pc_standins import env_file_logger, step_records
 from test_trainer_fit import N_COMMIT, N_PILOT, G, build_trainer
 
 from recipe.pc.baseline_trainer import RayBaselineTrainer
+from recipe.pc.rollout_dump import discard_after
 
 
 def _read_dump(folder):
     records = {}
-    for name in os.listdir(folder):
+    for name in (n for n in os.listdir(folder) if n.endswith(".jsonl")):
         with open(os.path.join(folder, name)) as f:
             records[int(name.removesuffix(".jsonl"))] = [json.loads(line) for line in f]
     return records
@@ -63,3 +64,28 @@ def test_baseline_dump_tags_groups(tmp_path, tokenizer):
     by_step = _read_dump(dump)
     assert {r["kind"] for rows in by_step.values() for r in rows} == {"group"}
     assert all(len(rows) == 4 * N_COMMIT for rows in by_step.values())
+
+
+def test_dumps_left_by_an_earlier_run_are_replaced_not_appended_to(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+    dump = tmp_path / "rollouts"
+    dump.mkdir()
+    stale = '{"step": 1, "prompt_id": -1, "kind": "pilot", "score": 1.0}\n'
+    (dump / "1.jsonl").write_text(stale)
+    (dump / "notes.txt").write_text("not a dump")
+    trainer = build_trainer(
+        tmp_path, tokenizer, extra=[f"trainer.rollout_data_dir={dump}", "trainer.total_training_steps=2"]
+    )
+    trainer.fit()
+    rows = _read_dump(dump)
+    assert all(r["prompt_id"] >= 0 for r in rows[1])  # the earlier run's step 1 is gone, not mixed in
+    assert (dump / "notes.txt").read_text() == "not a dump"
+
+
+def test_discard_after_keeps_the_steps_a_resumed_run_does_not_regenerate(tmp_path):
+    for step in (1, 2, 3, 10):
+        (tmp_path / f"{step}.jsonl").write_text("{}\n")
+    removed = discard_after(str(tmp_path), 2)
+    assert [os.path.basename(p) for p in removed] == ["10.jsonl", "3.jsonl"]
+    assert sorted(os.listdir(tmp_path)) == ["1.jsonl", "2.jsonl"]
+    assert discard_after(str(tmp_path / "missing"), 0) == []

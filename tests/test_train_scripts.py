@@ -32,6 +32,11 @@ def data_dir(tmp_path_factory):
             for rel in re.findall(r"\$DATA_DIR/([\w./-]+\.parquet)", f.read()):
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 (root / rel).touch()
+    # common.sh picks the DeepMath folder by preset ($DATA_DIR/$DEEPMATH_DIR/...): both copies.
+    for folder in ("deepmath_103k_prefiltered", "deepmath_103k_filtered"):
+        for name in ("train.parquet", "test.parquet"):
+            (root / folder).mkdir(exist_ok=True)
+            (root / folder / name).touch()
     for name in ("train.parquet", "test.parquet"):
         (root / name).touch()
     return str(root)

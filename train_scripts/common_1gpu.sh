@@ -12,7 +12,7 @@
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MODEL_PATH=${MODEL_PATH:-HuggingFaceTB/SmolLM2-135M-Instruct}
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONUNBUFFERED=1 RAY_DEDUP_LOGS=0 WANDB_MODE=disabled TOKENIZERS_PARALLELISM=false
+export PYTHONUNBUFFERED=1 RAY_DEDUP_LOGS=0 WANDB_MODE=${WANDB_MODE:-disabled} TOKENIZERS_PARALLELISM=false
 export VLLM_USE_V2_MODEL_RUNNER=${VLLM_USE_V2_MODEL_RUNNER:-0}
 
 # Arguments of data/process_arithmetic.py for the default data folder (the smoke run sets its own).

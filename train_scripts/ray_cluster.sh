@@ -15,7 +15,8 @@
 # it clear of 8265 and 10001, which Ray reserves for the dashboard and client server);
 # NGPUS_PER_NODE (default 8); NUM_CPUS (default: Ray's count); NODE_IP (the head's default: 127.0.0.1
 # when NNODES=1, else the host's first address; a worker's default: Ray's choice); RAY_CLI (default
-# `ray`; e.g. "python3 -m ray.scripts.scripts" where the `ray` script is not on PATH or not runnable).
+# `ray`; e.g. "python3 -m ray.scripts.scripts" where the `ray` script is not on PATH or not runnable);
+# WAIT_NODES_S (how long the head waits for the nodes, default 1800; WAIT_HEAD_S likewise for a worker).
 set -euo pipefail
 RAY_PORT=${RAY_PORT:-6379}
 NGPUS_PER_NODE=${NGPUS_PER_NODE:-8}
@@ -87,10 +88,19 @@ stop_nodes() {
 # A node counts once it is alive AND its GPUs show in the resource view: right after a node joins, verl's
 # resource check can still see 0 available GPUs and refuse to start.
 wait_for() {
-  local want=$1 gpus=$(($1 * NGPUS_PER_NODE)) tries=0 state
+  local want=$1 gpus=$(($1 * NGPUS_PER_NODE)) tries=0 state deadline=$((SECONDS + ${WAIT_NODES_S:-1800}))
   while true; do
+    if ! kill -0 "$(cat "$(pidfile head)")" 2>/dev/null; then
+      echo "the Ray head stopped; see $RAY_TMP/ray_cluster_head.log" >&2
+      exit 1
+    fi
     state=$(cluster_state 2>/dev/null || echo "0 0")
     if [ "${state% *}" -ge "$want" ] && [ "${state#* }" -ge "$gpus" ]; then break; fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "gave up after WAIT_NODES_S=${WAIT_NODES_S:-1800} s: $state of $want node(s) / $gpus GPUs" >&2
+      stop_nodes
+      exit 1
+    fi
     tries=$((tries + 1))
     if [ $((tries % 6)) = 0 ]; then echo "waiting for $want Ray node(s) with $gpus GPUs (now: $state) ..."; fi
     sleep 5

@@ -14,16 +14,18 @@ launch() {
   echo $!
 }
 pid=$(launch first)
+# verl writes its "latest" marker last, after our PC state and the actor shards: step 4 is complete then.
+latest=$out/checkpoints/latest_checkpointed_iteration.txt
 state=$out/checkpoints/global_step_4/pilot_commit_state.pt
-until [ -f "$state" ] || ! kill -0 "$pid" 2>/dev/null; do sleep 0.5; done
-sleep 2  # the save and its summary line are written together; give the log a moment
+until [ "$(cat "$latest" 2>/dev/null)" = 4 ] || ! kill -0 "$pid" 2>/dev/null; do sleep 0.5; done
+sleep 1  # the summary line is logged right after the save
 driver=$(pgrep -f "recipe.pc.main_pc" -s "$pid" | head -1)
 echo "killing driver $driver (session $pid) at $(date +%T); state present: $([ -f "$state" ] && echo yes)"
 kill -KILL "$driver" 2>/dev/null
 sleep 5
 kill -KILL -- "-$pid" 2>/dev/null
 sleep 5
-pkill -KILL -f "$RAY_TMP" 2>/dev/null  # Ray processes of this run only (its own temp dir), never other runs'
+pkill -KILL -f "${RAY_TMP:?}" 2>/dev/null  # Ray processes of this run only (its own temp dir), never other runs'
 sleep 2
 pid=$(launch resumed)
 while kill -0 "$pid" 2>/dev/null; do sleep 2; done  # not our child (started in a subshell): poll

@@ -15,6 +15,8 @@ class StepTally:
     """What the rounds of one optimizer step generated and decided, summed over its rounds."""
 
     rounds: int = 0
+    # rounds of a partial batch dropped at an epoch end: logged with this step, not held against its round limit
+    dropped_rounds: int = 0
     pilot_rollouts: int = 0
     commit_rollouts: int = 0
     padding_rollouts: int = 0  # generated only to make the batch divide; dropped, not trained
@@ -46,6 +48,7 @@ class StepTally:
     def carry_counts_only(self) -> StepTally:
         """A fresh tally that keeps the rollouts generated so far (so none go uncounted) but no batch."""
         return StepTally(
+            dropped_rounds=self.rounds + self.dropped_rounds,
             pilot_rollouts=self.pilot_rollouts,
             commit_rollouts=self.commit_rollouts,
             padding_rollouts=self.padding_rollouts,
@@ -77,7 +80,7 @@ def step_metrics(
     candidates = max(tally.pilot_prompts, 1)
     metrics = {
         "training/num_prompt_in_batch": trained_prompts,
-        "training/num_gen_batches": tally.rounds,
+        "training/num_gen_batches": tally.rounds + tally.dropped_rounds,
         "training/unfilled_batch": int(trained_prompts < target_prompts),
         "training/unfilled_dropped_prompts": tally.unfilled_dropped_prompts,
         "rollout_stats/num_rollouts_sample_explore": tally.pilot_rollouts,

@@ -57,11 +57,14 @@ def mini_batch_plan(settings: PCSettings, dp_size: int, ppo_mini_batch_size: int
     return MiniBatchPlan(per_rank, mini_per_rank, per_rank // mini_per_rank, per_rank % mini_per_rank)
 
 
-def pad_partial_mini_batch(batch: DataProto, plan: MiniBatchPlan, dp_size: int) -> DataProto:
+def pad_partial_mini_batch(batch: DataProto, plan: MiniBatchPlan, dp_size: int, rng: np.random.Generator) -> DataProto:
     """A copy of ``batch`` in which each rank's partial mini-batch is padded to a whole one and weighted.
 
     verl hands rank r the r-th contiguous chunk and, without shuffling, cuts it into mini-batches in order,
-    so rank r's remainder is the tail of its chunk; the padding rows are appended right after it.
+    so rank r's remainder is the tail of its chunk; the padding rows are appended right after it. Each
+    rank's rows are first permuted with ``rng``: verl's ``_balance_batch`` sorts a rank's rows by length
+    with the shortest at both ends, so the unpermuted tail, the down-weighted mini-batch, would always be
+    the shortest responses. Rows stay on their rank, so the balance across ranks is kept.
     """
     if not plan.partial_rows:
         return batch
@@ -69,7 +72,7 @@ def pad_partial_mini_batch(batch: DataProto, plan: MiniBatchPlan, dp_size: int) 
     index, is_pad, in_partial = [], [], []
     for rank in range(dp_size):
         start = rank * per_rank
-        own = np.arange(start, start + per_rank)
+        own = start + rng.permutation(per_rank)
         pad = np.resize(own[-tail:], plan.padding_rows)  # copies keep real sequence lengths for the forward
         index.append(np.concatenate([own, pad]))
         is_pad.append(np.r_[np.zeros(per_rank, bool), np.ones(plan.padding_rows, bool)])

@@ -48,7 +48,7 @@ from recipe.pc.compact import BatchBuffers, CompactRows, Segment, assemble
 from recipe.pc.metrics import StepTally, step_metrics
 from recipe.pc.minibatch import mini_batch_plan, pad_partial_mini_batch
 from recipe.pc.replay_buffer import Draw, PilotReplayBuffer
-from recipe.pc.rollout_dump import append_records, rollout_records
+from recipe.pc.rollout_dump import append_records, discard_after, rollout_records
 from recipe.pc.settings import MicroBatches, PCConfigError, PCSettings, micro_batches
 
 logger = logging.getLogger(__name__)
@@ -201,6 +201,16 @@ class RayPCTrainer(RayPPOTrainer):
         )
         self.global_steps = 0
         self._load_checkpoint()
+        dump_dir = self.config.trainer.get("rollout_data_dir", None)
+        if dump_dir:
+            stale = discard_after(dump_dir, self.global_steps)
+            if stale:
+                logger.warning(
+                    "removed %d rollout dumps of steps after %d left by an earlier run in %s (they are regenerated)",
+                    len(stale),
+                    self.global_steps,
+                    dump_dir,
+                )
         self._sync_weights()
         self.pc.check_parallel_sizes(
             self._get_dp_size(self.actor_rollout_wg, "actor"),
@@ -662,7 +672,9 @@ class RayPCTrainer(RayPPOTrainer):
         )
         if self.pc.partial_mini_batch:
             # The reference's partial last mini-batch (recipe/pc/minibatch.py), still one update_actor call.
-            batch = pad_partial_mini_batch(batch, plan, dp_size)
+            # Seeded by step, not drawn from self.rng: a resumed run permutes exactly as an uninterrupted one.
+            step_rng = np.random.default_rng([self.pc.seed, self.global_steps])
+            batch = pad_partial_mini_batch(batch, plan, dp_size, step_rng)
         output = self._update_actor_in_units(batch)
         metrics = output.meta_info["metrics"]
         metrics["training/ppo_mini_batches"] = plan.num_updates

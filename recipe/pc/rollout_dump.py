@@ -72,6 +72,24 @@ def append_records(dump_dir: str, step: int, records: list[dict]) -> str:
     return path
 
 
+def discard_after(dump_dir: str, step: int) -> list[str]:
+    """Delete ``<dump_dir>/<s>.jsonl`` for every s > ``step``; the deleted paths.
+
+    A run resumed from step ``step`` regenerates the later steps, and a new run (step 0) all of them:
+    appending to files an earlier, interrupted run left would count those steps' prompts twice.
+    """
+    if not os.path.isdir(dump_dir):
+        return []
+    stale = []
+    for name in os.listdir(dump_dir):
+        stem, ext = os.path.splitext(name)
+        if ext == ".jsonl" and stem.isdigit() and int(stem) > step:
+            stale.append(os.path.join(dump_dir, name))
+    for path in stale:
+        os.remove(path)
+    return sorted(stale)
+
+
 def _plain(value):
     """numpy scalars and bytes to JSON values; anything else non-scalar to its string form."""
     if isinstance(value, np.generic):

@@ -379,3 +379,21 @@ def check_partial_mini_batch(actor) -> None:
             "algorithm.partial_mini_batch=true needs actor_rollout_ref.actor.shuffle=false: shuffling would move "
             "the padding rows out of the last mini-batch"
         )
+    # Only the policy-gradient term is weighted (through the advantages): terms that do not scale with the
+    # advantage would keep full weight in the partial mini-batch.
+    if actor.get("use_kl_loss", False):
+        raise PCConfigError(
+            "algorithm.partial_mini_batch=true needs actor_rollout_ref.actor.use_kl_loss=false: the KL loss term "
+            "of the partial mini-batch would not be weighted by its share of rows"
+        )
+    if float(actor.get("entropy_coeff", 0) or 0) != 0:
+        raise PCConfigError(
+            f"algorithm.partial_mini_batch=true needs actor_rollout_ref.actor.entropy_coeff=0 (got "
+            f"{actor.entropy_coeff}): the entropy term of the partial mini-batch would not be weighted"
+        )
+    loss_mode = OmegaConf.select(actor, "policy_loss.loss_mode", default="vanilla")
+    if loss_mode != "vanilla":
+        raise PCConfigError(
+            f"algorithm.partial_mini_batch=true needs actor_rollout_ref.actor.policy_loss.loss_mode=vanilla (got "
+            f"{loss_mode!r}): the weighting relies on the clipped PPO loss scaling with the advantage"
+        )
