@@ -47,7 +47,12 @@ def model_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("model"))
 
 
-def run_script(script: str, env_extra: dict, *args: str, drop=("MODEL_PATH", "DATA_DIR", "OUT_DIR")):
+def run_script(
+    script: str,
+    env_extra: dict,
+    *args: str,
+    drop=("MODEL_PATH", "DATA_DIR", "OUT_DIR", "VERL_FILE_LOGGER_PATH", "RAY_TMP"),
+):
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update({"PATH": VENV_PATH, **env_extra})
     path = os.path.join(ROOT, "train_scripts", script)
