@@ -13,7 +13,6 @@ import torch
 from pc_standins import env_file_logger, step_records
 from test_trainer_fit import build_trainer
 
-from recipe.pc.baseline_trainer import RayBaselineTrainer
 from recipe.pc.settings import PCConfigError
 
 STEPS = 3
@@ -103,7 +102,6 @@ def test_grpo_keeps_four_whole_mini_batches_under_the_reference_preset(shape, tm
             "data.gen_batch_size=4",
             f"actor_rollout_ref.rollout.n={group}",
         ],
-        trainer_cls=RayBaselineTrainer,
     )
     assert len(updates) == STEPS
     for call, original in zip(updates, sent, strict=True):

@@ -373,7 +373,7 @@ def _pc_step(p, config: PilotCommit, settings: PCSettings, loader, buffer, step,
     n_p, n_c, B = config.n_pilot, config.n_commit, config.train_batch_size
     rounds = committed = informative = 0
     committed_ids: set[int] = set()
-    while True:  # the loop of RayPCTrainer._run_round / _absorb_pilot / _batch_ready
+    while True:  # the loop of RayPCTrainer._run_round / PilotCommitAllocator / _batch_ready
         ids = loader.next()
         rounds += 1
         draws = buffer.sample(commit_size(B - committed, len(buffer)), n_p)
@@ -399,7 +399,7 @@ def _baseline_step(p, settings: PCSettings, loader, rng) -> np.ndarray:
     n, B = settings.n_commit, settings.train_batch_size
     rounds = committed = informative = generated = 0
     committed_ids: set[int] = set()
-    while True:  # the loop of RayBaselineTrainer._run_round / _batch_ready
+    while True:  # the loop of RayPCTrainer._run_round with the grpo/dapo allocator, and _batch_ready
         ids = loader.next()
         rounds += 1
         values = (rng.random((len(ids), n)) < p[ids, None]).astype(np.float64).ravel()
