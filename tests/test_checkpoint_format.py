@@ -14,8 +14,8 @@ from test_reliability import trace
 from test_trainer_fit import build_trainer
 
 from recipe.pc import checkpoint as ckpt
-from recipe.pc.compact import Segment, assemble
 from recipe.pc.allocators.pilot_commit import PilotRef, PilotRound
+from recipe.pc.compact import Segment, assemble
 from recipe.pc.replay_buffer import BufferEntry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -145,6 +145,19 @@ def _check(pass_rates, config: Config) -> np.ndarray:
     return p
 
 
+# The allocator stages (issue #10) are not modelled: off in every simulated configuration.
+STAGES_OFF = {
+    "downsample_n": None,
+    "skip_enable": False,
+    "skip_explore_floor": 0.01,
+    "skip_p_init": 0.5,
+    "skip_p_step": 0.01,
+    "skip_p_min": 0.05,
+    "skip_p_max": 0.95,
+    "skip_target_zero_variance": 0.25,
+}
+
+
 def _settings(config: Config) -> PCSettings:
     if isinstance(config, GRPO):
         method, n_pilot, n_commit, gen, rounds = "grpo", 1, config.n, config.train_batch_size, 1
@@ -181,6 +194,7 @@ def _settings(config: Config) -> PCSettings:
         partial_mini_batch=False,
         dapo_step_unit="update",
         buffer_tie_order="newest_first",
+        **STAGES_OFF,
     )
 
 

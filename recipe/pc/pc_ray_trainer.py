@@ -49,6 +49,7 @@ from recipe.pc.metrics import StepTally, step_metrics
 from recipe.pc.minibatch import mini_batch_plan, pad_partial_mini_batch
 from recipe.pc.rollout_dump import append_records, rollout_records
 from recipe.pc.settings import MicroBatches, PCConfigError, PCSettings, micro_batches
+from recipe.pc.stages.skip import PromptSkipper
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -122,6 +123,9 @@ class RayPCTrainer(RayPPOTrainer):
         self._check_supported_features()
         self.rng = np.random.default_rng(self.pc.seed)
         self.allocator = make_allocator(self.pc, self.rng)
+        rule = self.pc.skip_rule()
+        self.skipper = PromptSkipper(rule) if rule is not None else None
+        self._prompt_pool: DataProto | None = None  # kept prompts not yet in a round (skipping only)
         self.cumulative_rollouts = 0
         self.cumulative_trained_rollouts = 0
         self.total_consumed_prompts = 0
@@ -194,9 +198,9 @@ class RayPCTrainer(RayPPOTrainer):
         last_validated_step = None
 
         while self.epoch < self.config.trainer.total_epochs:
-            for batch_dict in self.train_dataloader:
+            for prompts in self._generation_batches():
                 with marked_timer("step", timing_raw):
-                    contribution = self._run_round(batch_dict, tally, parts, timing_raw)
+                    contribution = self._run_round(prompts, tally, parts, timing_raw)
                 if contribution is not None:
                     parts.append(contribution)
                 if not self._batch_ready(tally):
@@ -210,6 +214,8 @@ class RayPCTrainer(RayPPOTrainer):
                     batch = self._assemble_training_batch(parts, tally)
                     metrics = self._pc_step_metrics(tally, batch)
                     metrics.update(self.allocator.end_step(self.global_steps))
+                    if self.skipper is not None:
+                        metrics.update(self.skipper.end_step(self.epoch))
                     batch = self._update_policy(batch, metrics, timing_raw, is_last_step)
 
                 if self.config.trainer.test_freq > 0 and (
@@ -248,9 +254,32 @@ class RayPCTrainer(RayPPOTrainer):
         """total_training_steps counts optimizer steps (DAPO may count rounds instead: its allocator says)."""
         return self.allocator.is_last_step(self.global_steps, self.total_sampling_rounds, self.total_training_steps)
 
-    def _run_round(self, batch_dict: dict, tally: StepTally, parts: list, timing_raw: dict) -> list[Segment] | None:
+    def _generation_batches(self):
+        """This epoch's rounds of new prompts: the dataloader's batches, or with ``algorithm.skip.enable`` its
+        kept prompts regrouped into batches of ``data.gen_batch_size`` (the epoch's last one may be smaller)."""
+        for batch_dict in self.train_dataloader:
+            prompts = self._to_prompts(batch_dict)
+            if self.skipper is None:
+                yield prompts
+                continue
+            keep = np.flatnonzero(self.skipper.keep_mask(prompts.non_tensor_batch["index"], self.rng))
+            if keep.size:
+                kept = prompts.select_idxs(keep)
+                pool = self._prompt_pool
+                self._prompt_pool = kept if pool is None else concat_rows([pool, kept], what="kept prompts")
+            # The pool lives on the trainer: a checkpoint taken at a yield saves what is left of it.
+            while self._prompt_pool is not None and len(self._prompt_pool) >= self.pc.gen_batch_size:
+                pool, size = self._prompt_pool, self.pc.gen_batch_size
+                rest = pool.select_idxs(np.arange(size, len(pool))) if len(pool) > size else None
+                self._prompt_pool = rest
+                yield pool.select_idxs(np.arange(size))
+        if self._prompt_pool is not None:
+            last, self._prompt_pool = self._prompt_pool, None
+            yield last
+
+    def _run_round(self, batch: dict | DataProto, tally: StepTally, parts: list, timing_raw: dict):
         """One round: the allocator's requests in one generation call; returns the round's training rows, or None."""
-        prompts = self._start_round(batch_dict, tally)
+        prompts = self._start_round(batch, tally)
         requests = self.allocator.plan(prompts, tally, self.global_steps)
         with marked_timer("gen", timing_raw, color="red"):
             generated = self._generate(requests, tally, timing_raw)
@@ -261,19 +290,33 @@ class RayPCTrainer(RayPPOTrainer):
                 tally.pilot_rollouts += len(rows)
             else:
                 tally.commit_rollouts += len(rows)
+        seen = len(tally.group_stats)
         with marked_timer(self.allocator.filter_timer, timing_raw):
-            return self.allocator.absorb(generated, tally, self.global_steps)
+            contribution = self.allocator.absorb(generated, tally, self.global_steps)
+        if self.skipper is not None:
+            self.skipper.observe(tally.group_stats[seen:])
+        return contribution
 
-    def _start_round(self, batch_dict: dict, tally: StepTally) -> DataProto:
-        """Count a new round and turn its dataloader batch into prompts with ids and uids."""
+    def _start_round(self, batch: dict | DataProto, tally: StepTally) -> DataProto:
+        """Count a new round and give its prompts (a dataloader batch, or prompt rows) uids."""
         self.gen_round += 1
         tally.rounds += 1
         self.total_sampling_rounds += 1
-        prompts = self._new_pilot_prompts(batch_dict)
+        prompts = self._new_pilot_prompts(batch)
         self.total_consumed_prompts += len(prompts)
         return prompts
 
-    def _new_pilot_prompts(self, batch_dict: dict) -> DataProto:
+    def _new_pilot_prompts(self, batch: dict | DataProto) -> DataProto:
+        prompts = batch if isinstance(batch, DataProto) else self._to_prompts(batch)
+        prompts.non_tensor_batch["uid"] = np.array(
+            [f"{self.gen_round}:{i}" for i in prompts.non_tensor_batch["index"]], dtype=object
+        )
+        prompts.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
+        return prompts
+
+    @staticmethod
+    def _to_prompts(batch_dict: dict) -> DataProto:
+        """A dataloader batch as prompt rows with integer ids, refusing a batch that repeats an id."""
         prompts = DataProto.from_single_dict(batch_dict)
         ids = np.asarray(prompts.non_tensor_batch["index"]).astype(np.int64)
         uniq, counts = np.unique(ids, return_counts=True)
@@ -283,8 +326,6 @@ class RayPCTrainer(RayPPOTrainer):
                 "extra_info.index must be unique per prompt"
             )
         prompts.non_tensor_batch["index"] = ids
-        prompts.non_tensor_batch["uid"] = np.array([f"{self.gen_round}:{i}" for i in ids], dtype=object)
-        prompts.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
         return prompts
 
     def _generate(self, requests: list[Request], tally: StepTally, timing_raw: dict) -> list[DataProto]:
@@ -730,6 +771,7 @@ class RayPCTrainer(RayPPOTrainer):
             "config": self._state_config(),
             "rng": ckpt.to_plain(self.rng.bit_generator.state, "rng"),
             "dataset": ckpt.to_plain(dataset_state, "dataset"),
+            **({} if self.skipper is None else {"skip": self._skip_state()}),
             "counters": {
                 "epoch": self.epoch,
                 "gen_round": self.gen_round,
@@ -740,6 +782,18 @@ class RayPCTrainer(RayPPOTrainer):
             },
         }
 
+    def _skip_state(self) -> dict:
+        pool = None if self._prompt_pool is None else ckpt.proto_to_plain(self._prompt_pool)
+        return {**self.skipper.state_dict(), "pool": pool}
+
+    def _load_skip_state(self, state: dict) -> None:
+        if "skip" not in state:  # saved with skipping off: the history starts empty here
+            logger.warning("the resumed state has no skip history (algorithm.skip was off); starting one")
+            return
+        self.skipper.load_state_dict(state["skip"])
+        pool = state["skip"]["pool"]
+        self._prompt_pool = None if pool is None else ckpt.proto_from_plain(pool)
+
     def _pc_state_summary(self) -> str:
         """One line that a save and the resume from it must print identically (checked on the GPU)."""
         evicted = sorted(getattr(self.train_dataset, "evicted_ids", ()))
@@ -748,10 +802,13 @@ class RayPCTrainer(RayPPOTrainer):
             f"cumulative_rollouts={self.cumulative_rollouts} cumulative_trained={self.cumulative_trained_rollouts} "
             f"consumed_prompts={self.total_consumed_prompts} evicted={len(evicted)} "
             f"evicted_crc={zlib.crc32(np.asarray(evicted, dtype=np.int64).tobytes()):08x}"
+            + ("" if self.skipper is None else f" {self.skipper.summary()}")
         )
 
     def _load_pc_state(self, state: dict) -> None:
         self.allocator.load_state_dict(state)
+        if self.skipper is not None:
+            self._load_skip_state(state)
         self.rng.bit_generator.state = ckpt.from_plain(state["rng"])
         if state["dataset"] is not None:
             self.train_dataset.load_state_dict(ckpt.from_plain(state["dataset"]))

@@ -14,6 +14,7 @@ from recipe.pc.allocation import PilotVerdict, classify_by_spread, group_rows
 from recipe.pc.allocators.base import GROUP, Allocator, Request, metric_values, register
 from recipe.pc.compact import Segment
 from recipe.pc.metrics import StepTally
+from recipe.pc.stages.downsample import downsample_rows
 
 
 @register
@@ -21,7 +22,7 @@ class GRPOAllocator(Allocator):
     name = "grpo"
 
     def plan(self, prompts: DataProto, tally: StepTally, step: int) -> list[Request]:
-        return [Request(prompts, self.pc.n_commit, GROUP)]
+        return [Request(prompts, self.pc.n_generated, GROUP)]
 
     def absorb(self, generated: list[DataProto], tally: StepTally, step: int) -> list[Segment] | None:
         (rows,) = generated
@@ -35,7 +36,11 @@ class GRPOAllocator(Allocator):
             return None
         tally.committed_prompts += int(kept.size)
         tally.committed_ids.update(verdict.stats.prompt_ids[kept].tolist())
-        return [Segment(rows.select_idxs(group_rows(verdict.stats.first_row[kept], self.pc.n_commit)))]
+        first_rows = verdict.stats.first_row[kept]
+        if self.pc.downsample_n is None:
+            return [Segment(rows.select_idxs(group_rows(first_rows, self.pc.n_commit)))]
+        tally.downsampled_rollouts += int(kept.size) * (self.pc.downsample_n - self.pc.n_commit)
+        return [Segment(rows, downsample_rows(values, first_rows, self.pc.downsample_n, self.pc.n_commit, self.rng))]
 
     def verdict(self, prompt_ids: np.ndarray, values: np.ndarray) -> PilotVerdict:
         """Which groups train: all of them; the zero-spread ones are still reported."""

@@ -20,6 +20,7 @@ from recipe.pc.allocators.base import COMMIT, PILOT, Allocator, Request, concat_
 from recipe.pc.compact import CompactRows, Segment
 from recipe.pc.metrics import StepTally
 from recipe.pc.replay_buffer import BufferCounters, Draw, PilotReplayBuffer
+from recipe.pc.stages.downsample import downsample_rows
 
 
 @dataclass
@@ -74,7 +75,7 @@ class PilotCommitAllocator(Allocator):
         self._round = (prompts, draws, reused)
         requests = [Request(prompts, self.pc.n_pilot, PILOT)]
         if commit_prompts is not None:
-            requests.append(Request(commit_prompts, self.pc.n_commit, COMMIT))
+            requests.append(Request(commit_prompts, self.pc.n_generated, COMMIT))
         return requests
 
     def absorb(self, generated: list[DataProto], tally: StepTally, step: int) -> list[Segment] | None:
@@ -85,7 +86,14 @@ class PilotCommitAllocator(Allocator):
             return None
         tally.committed_prompts += len(draws)
         tally.commit_ages.append(np.array([step - d.entry.inserted_step for d in draws]))
-        return self._round_contribution(reused, generated[1])
+        commit_rows = generated[1]
+        if self.pc.downsample_n is not None:
+            n, m = self.pc.downsample_n, self.pc.n_commit
+            values = metric_values(commit_rows, self.pc.agg_metric)
+            keep = downsample_rows(values, np.arange(len(draws)) * n, n, m, self.rng)
+            tally.downsampled_rollouts += len(draws) * (n - m)
+            commit_rows = commit_rows.select_idxs(keep)
+        return self._round_contribution(reused, commit_rows)
 
     @staticmethod
     def _round_contribution(reused: list[Segment], commit_rows: DataProto) -> list[Segment]:
