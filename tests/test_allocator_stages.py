@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pc_standins import env_file_logger, step_records
-from test_trainer_fit import N_COMMIT, N_PILOT, B, build_trainer
+from test_trainer_fit import ALWAYS_SOLVED, N_COMMIT, N_PILOT, B, G, build_trainer
 
 from recipe.pc.allocation import GroupStats
 from recipe.pc.allocators import ALLOCATORS
@@ -300,3 +300,84 @@ def test_resume_restores_the_skip_history_and_the_pool_of_kept_prompts(tmp_path,
         assert resumed.skipper.state_dict() == full.skipper.state_dict()
     if method == "pilot_commit":  # rounds of 6 prompts: skipping leaves kept prompts pooled at some saves
         assert any(pooled)
+
+
+# ------------------------------------------------------------------ screening pilot
+SCREEN = 2
+
+
+@pytest.mark.parametrize(
+    ("override", "match"),
+    [
+        ("algorithm.exploration.screen_n=1", "algorithm.exploration.screen_n=1 must lie in"),
+        (f"algorithm.exploration.screen_n={N_PILOT}", f"algorithm.exploration.screen_n={N_PILOT} must lie in"),
+        ("algorithm.exploration.screen_n=2.5", "algorithm.exploration.screen_n=2.5"),
+    ],
+)
+def test_bad_screen_keys_name_the_key(tmp_path, tokenizer, override, match):
+    env_file_logger(tmp_path)
+    with pytest.raises(PCConfigError, match=match):
+        build_trainer(tmp_path, tokenizer, extra=[override])
+
+
+def test_screening_is_refused_for_the_baselines(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+    with pytest.raises(PCConfigError, match="screen_n=2 screens pilots"):
+        build_trainer(
+            tmp_path, tokenizer, extra=["algorithm.rollout_allocation=dapo", f"algorithm.exploration.screen_n={SCREEN}"]
+        )
+
+
+def test_screened_prompts_get_exactly_the_rest_of_their_pilot_in_the_next_call(tmp_path, tokenizer):
+    trainer, steps = run(tmp_path, tokenizer, [f"algorithm.exploration.screen_n={SCREEN}"])
+    assert len(steps) == STEPS
+    calls = generation_calls(trainer)
+    rest = N_PILOT - SCREEN
+    continued = 0
+    for call, following in zip(calls[:-1], calls[1:], strict=True):
+        screen_ids = call.prompt_ids[: G * SCREEN].reshape(G, SCREEN)[:, 0]
+        outcomes = np.asarray(call.correct[: G * SCREEN], dtype=float).reshape(G, SCREEN)
+        mixed = screen_ids[outcomes.min(axis=1) != outcomes.max(axis=1)]
+        continued += len(mixed)
+        block = following.prompt_ids[G * SCREEN : G * SCREEN + len(mixed) * rest]
+        assert block.tolist() == np.repeat(mixed, rest).tolist()
+        # ... and nothing else of theirs beyond the screen part (commits aside, which come from the buffer)
+    assert continued > 0
+    assert sum(s["filtering_stats/screened_out_count"] for s in steps) > 0
+    padding = sum(s["rollout_stats/num_rollouts_padding"] for s in steps)
+    assert steps[-1]["rollout_stats/cumulative_rollouts_sample"] + padding == generated_rows(trainer)
+    updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
+    assert all(set(Counter(c.uids).values()) == {N_PILOT + N_COMMIT} and len(set(c.uids)) == B for c in updates)
+    # A screen that is all correct never evicts: the always-solved prompts stay in the data.
+    assert not trainer.train_dataset.evicted_ids & ALWAYS_SOLVED
+
+
+def test_resume_restores_screens_waiting_across_a_step_boundary(tmp_path, tokenizer):
+    from test_reliability import trace
+
+    steps = 8
+    extra = [f"algorithm.exploration.screen_n={SCREEN}", "trainer.save_freq=1", f"trainer.total_training_steps={steps}"]
+    (tmp_path / "full").mkdir()
+    env_file_logger(tmp_path / "full")
+    full = build_trainer(tmp_path / "full", tokenizer, extra=extra)
+    full.fit()
+    full_gen, full_updates = trace(full)
+    full_steps = step_records(str(tmp_path / "full" / "metrics.jsonl"))
+    waiting = []
+    for cut in range(1, steps, 2):
+        folder = tmp_path / "full" / "ckpt" / f"global_step_{cut}"
+        waiting.append("screened" in torch.load(folder / "pilot_commit_state.pt"))
+        (tmp_path / f"resume_{cut}").mkdir()
+        env_file_logger(tmp_path / f"resume_{cut}")
+        resumed = build_trainer(
+            tmp_path / f"resume_{cut}",
+            tokenizer,
+            extra=[*extra, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={folder}"],
+        )
+        resumed.fit()
+        gen, trained = trace(resumed)
+        rounds_before = full_steps[cut - 1]["training/total_sampling_rounds"]
+        assert gen == full_gen[rounds_before:], f"generation inputs differ after resuming at step {cut}"
+        assert trained == full_updates[cut:], f"trained groups differ after resuming at step {cut}"
+        assert resumed._pc_state_summary() == full._pc_state_summary()
+    assert any(waiting)

@@ -155,6 +155,7 @@ STAGES_OFF = {
     "skip_p_min": 0.05,
     "skip_p_max": 0.95,
     "skip_target_zero_variance": 0.25,
+    "screen_n": None,
 }
 
 

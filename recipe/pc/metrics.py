@@ -19,6 +19,7 @@ class StepTally:
     commit_rollouts: int = 0
     padding_rollouts: int = 0  # generated only to make the batch divide; dropped, not trained
     downsampled_rollouts: int = 0  # generated for a kept group but left out of it by down-sampling
+    screened_out: int = 0  # prompts whose screening pilot all agreed: no rest of the pilot
     committed_prompts: int = 0
     pilot_prompts: int = 0
     passed: int = 0
@@ -103,6 +104,7 @@ def step_metrics(
         "filtering_stats/too_incorrect_count": tally.too_incorrect,
         "filtering_stats/too_incorrect_rate": tally.too_incorrect / candidates,
         "filtering_stats/evict_marked_count": tally.evict_marked,
+        "filtering_stats/screened_out_count": tally.screened_out,
         "filtering_stats/too_correct_threshold_upper": 1.0 - p_upper,
         "filtering_stats/too_correct_threshold_lower": p_lower,
     }

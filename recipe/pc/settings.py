@@ -127,6 +127,8 @@ class PCSettings:
     # max_variance ties on (std, step): newest_first | oldest_first
     buffer_tie_order: str = pc_key("algorithm.buffer_tie_order", default="newest_first")
     # --- allocator stages (issue #10) ---
+    # screening pilot: first pilot rollouts per prompt; the rest only where they disagree (null: off)
+    screen_n: int | None = pc_key("algorithm.exploration.screen_n", default=None)
     # PODS: rollouts generated per GRPO/DAPO group or PC commit, of which rollout.n are trained (null: off)
     downsample_n: int | None = pc_key("algorithm.downsample.n", default=None)
     # GRESO: skip prompts before generation by their history of zero-variance groups (see stages/skip.py)
@@ -228,8 +230,9 @@ class PCSettings:
                 f"algorithm.min_train_prompts={self.min_train_prompts} must lie in [1, data.train_batch_size="
                 f"{self.train_batch_size}], or be null for the smallest batch that splits into whole mini-batches"
             )
-        # Pilot-Commit commits nothing in a step's first round when the buffer is empty.
-        productive_rounds = self.max_num_gen_batches - (1 if self.method == "pilot_commit" else 0)
+        # Pilot-Commit commits nothing in a step's first round when the buffer is empty (two with screening).
+        idle_rounds = (1 if self.screen_n is None else 2) if self.method == "pilot_commit" else 0
+        productive_rounds = self.max_num_gen_batches - idle_rounds
         if self.max_num_gen_batches > 0 and self.gen_batch_size * productive_rounds < self.train_batch_size:
             raise PCConfigError(
                 f"data.gen_batch_size={self.gen_batch_size} over max_num_gen_batches={self.max_num_gen_batches} "
@@ -245,6 +248,16 @@ class PCSettings:
             )
         if self.n_commit < 1:
             raise PCConfigError(f"actor_rollout_ref.rollout.n={self.n_commit} (commit rollouts) must be at least 1")
+        if self.screen_n is not None and self.method != "pilot_commit":
+            raise PCConfigError(
+                f"algorithm.exploration.screen_n={self.screen_n} screens pilots, which only "
+                f"algorithm.rollout_allocation=pilot_commit runs (not {self.method!r}); set it to null"
+            )
+        if self.screen_n is not None and not 2 <= self.screen_n < self.n_pilot:
+            raise PCConfigError(
+                f"algorithm.exploration.screen_n={self.screen_n} must lie in [2, algorithm.exploration.n="
+                f"{self.n_pilot}): a screen needs two rollouts to disagree and must leave some of the pilot"
+            )
         if self.downsample_n is not None and self.downsample_n < self.n_commit:
             raise PCConfigError(
                 f"algorithm.downsample.n={self.downsample_n} must be at least actor_rollout_ref.rollout.n="

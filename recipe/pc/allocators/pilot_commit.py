@@ -5,6 +5,11 @@ the batch's remaining need from the buffer with ``rollout.n`` rollouts, both in 
 generation call. A pilot group whose pass rate lands in the band waits in the buffer; a committed
 prompt trains on its stored pilot rollouts plus its new commit rollouts, as one GRPO group. Solved
 prompts are marked for eviction and leave the dataset at the epoch's end.
+
+With ``exploration.screen_n`` a pilot starts with ``screen_n`` rollouts; only prompts whose screen
+disagrees get the rest of their pilot, in the next round's generation call, and the band test then
+uses all of their pilot rollouts. An all-wrong screen defers the prompt, an all-correct one skips it
+for this epoch (never evicted: eviction needs a full pilot).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import numpy as np
 from verl import DataProto
 
 from recipe.pc import checkpoint as ckpt
-from recipe.pc.allocation import classify_pilot, commit_size
+from recipe.pc.allocation import GroupStats, PilotVerdict, classify_pilot, commit_size, group_rows, group_stats
 from recipe.pc.allocators.base import COMMIT, PILOT, Allocator, Request, concat_rows, metric_values, register
 from recipe.pc.compact import CompactRows, Segment
 from recipe.pc.metrics import StepTally
@@ -44,6 +49,18 @@ class PilotRef:
     position: int
 
 
+@dataclass
+class ScreenedPilots:
+    """Prompts whose screen disagreed, with their ``screen_n`` rollouts each, waiting for the rest of the pilot."""
+
+    prompts: DataProto
+    rows: DataProto
+
+
+def _subset(stats: GroupStats, mask: np.ndarray) -> GroupStats:
+    return GroupStats(*(getattr(stats, f)[mask] for f in ("prompt_ids", "mean", "std", "count", "first_row")))
+
+
 @register
 class PilotCommitAllocator(Allocator):
     name = "pilot_commit"
@@ -59,7 +76,8 @@ class PilotCommitAllocator(Allocator):
             tie_order=pc.buffer_tie_order,
         )
         self.evict_next_epoch: set[int] = set()
-        self._round: tuple[DataProto, list[Draw], list[Segment]] | None = None  # plan -> absorb
+        self._round: tuple | None = None  # what plan() asked for, read back by absorb()
+        self.screened: ScreenedPilots | None = None  # screens that disagreed, completed next round
 
     @property
     def counters(self) -> BufferCounters:
@@ -72,21 +90,29 @@ class PilotCommitAllocator(Allocator):
         commit_prompts, reused = self._take_from_buffer(draws)
         # Marked before this round's pilot is absorbed: a prompt committed now is not queued again this step.
         tally.committed_ids.update(d.entry.prompt_id for d in draws)
-        self._round = (prompts, draws, reused)
-        requests = [Request(prompts, self.pc.n_pilot, PILOT)]
+        continuing, self.screened = self.screened, None
+        self._round = (prompts, draws, reused, continuing)
+        requests = [Request(prompts, self.pc.screen_n or self.pc.n_pilot, PILOT)]
+        if continuing is not None:
+            requests.append(Request(continuing.prompts, self.pc.n_pilot - self.pc.screen_n, PILOT))
         if commit_prompts is not None:
             requests.append(Request(commit_prompts, self.pc.n_generated, COMMIT))
         return requests
 
     def absorb(self, generated: list[DataProto], tally: StepTally, step: int) -> list[Segment] | None:
-        prompts, draws, reused = self._round
+        prompts, draws, reused, continuing = self._round
         self._round = None
-        self._absorb_pilot(generated[0], prompts, tally, step)
+        if self.pc.screen_n is None:
+            self._absorb_pilot(generated[0], prompts, tally, step)
+        else:
+            self._absorb_screen(generated[0], prompts, tally)
+        if continuing is not None:
+            self._absorb_pilot(self._complete_pilot(continuing, generated[1]), continuing.prompts, tally, step)
         if not draws:
             return None
         tally.committed_prompts += len(draws)
         tally.commit_ages.append(np.array([step - d.entry.inserted_step for d in draws]))
-        commit_rows = generated[1]
+        commit_rows = generated[-1]
         if self.pc.downsample_n is not None:
             n, m = self.pc.downsample_n, self.pc.n_commit
             values = metric_values(commit_rows, self.pc.agg_metric)
@@ -146,6 +172,38 @@ class PilotCommitAllocator(Allocator):
             pilot_rows, prompts, verdict.stats.first_row[passing], verdict.stats.prompt_ids[passing], values, step
         )
 
+    def _absorb_screen(self, rows: DataProto, prompts: DataProto, tally: StepTally) -> None:
+        """Drop prompts whose screen all agreed (counted as too correct or too incorrect); keep the others,
+        with their screen rollouts, for the rest of their pilot in the next round."""
+        values = metric_values(rows, self.pc.agg_metric)
+        stats = group_stats(rows.non_tensor_batch["index"], values)
+        if len(stats.prompt_ids) != len(prompts) or not (stats.count == self.pc.screen_n).all():
+            raise RuntimeError(
+                f"screening pilot returned {len(stats.prompt_ids)} prompts with rollout counts "
+                f"{np.unique(stats.count).tolist()}; expected {len(prompts)} x {self.pc.screen_n}"
+            )
+        flat = stats.std == 0
+        if flat.any():  # the prompts decided here; the others are counted once their pilot is complete
+            out = _subset(stats, flat)
+            no = np.zeros(int(flat.sum()), dtype=bool)
+            verdict = PilotVerdict(out, passed=no, too_correct=out.mean > 0, too_incorrect=out.mean <= 0, evict=no)
+            tally.add_verdict(verdict, values[group_rows(out.first_row, self.pc.screen_n)])
+            tally.screened_out += int(flat.sum())
+        mixed = stats.first_row[~flat]
+        if mixed.size:
+            self.screened = ScreenedPilots(
+                prompts=prompts.select_idxs(mixed // self.pc.screen_n),
+                rows=rows.select_idxs(group_rows(mixed, self.pc.screen_n)),
+            )
+
+    def _complete_pilot(self, screened: ScreenedPilots, rest: DataProto) -> DataProto:
+        """Each prompt's screen rollouts followed by the rest of its pilot: ``exploration.n`` rows per prompt."""
+        k, s, r = len(screened.prompts), self.pc.screen_n, self.pc.n_pilot - self.pc.screen_n
+        both = concat_rows([screened.rows, rest], what="screen and remaining pilot rollouts")
+        prompt = np.arange(k)[:, None]
+        order = np.concatenate([prompt * s + np.arange(s), k * s + prompt * r + np.arange(r)], axis=1)
+        return both.select_idxs(order.ravel())
+
     def _park_in_buffer(
         self, pilot_rows: DataProto, prompts: DataProto, first_rows: np.ndarray, prompt_ids: np.ndarray, values, step
     ) -> None:
@@ -183,14 +241,32 @@ class PilotCommitAllocator(Allocator):
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
-        return {
+        state = {
             "buffer": ckpt.buffer_to_plain(self.buffer.entries(), self.buffer.state_dict()["next_order"]),
             "evict_next_epoch": sorted(int(i) for i in self.evict_next_epoch),
         }
+        if self.screened is not None:  # written only when pending: states without the key read as none
+            state["screened"] = {
+                "prompts": ckpt.proto_to_plain(self.screened.prompts),
+                "rows": ckpt.proto_to_plain(self.screened.rows),
+            }
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.buffer.load_state_dict(ckpt.buffer_from_plain(state["buffer"], PilotRound, PilotRef))
         self.evict_next_epoch = set(state["evict_next_epoch"])
+        screened = state.get("screened")
+        if screened is not None and self.pc.screen_n is None:
+            raise ValueError(
+                "the state holds screened pilots waiting for the rest of their rollouts, but "
+                "algorithm.exploration.screen_n is off; resume with the screen_n it was saved with"
+            )
+        self.screened = None
+        if screened is not None:
+            self.screened = ScreenedPilots(
+                ckpt.proto_from_plain(screened["prompts"]), ckpt.proto_from_plain(screened["rows"])
+            )
 
     def summary(self) -> str:
-        return f"buffer_size={len(self.buffer)} evict_next_epoch={len(self.evict_next_epoch)}"
+        screened = 0 if self.screened is None else len(self.screened.prompts)
+        return f"buffer_size={len(self.buffer)} evict_next_epoch={len(self.evict_next_epoch)} screened={screened}"
