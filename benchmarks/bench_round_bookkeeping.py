@@ -191,7 +191,7 @@ def build(args, workdir: str, prompt_len: int, response_len: int) -> RayPCTraine
 
 def stored_bytes(trainer: RayPCTrainer) -> tuple[int, int]:
     """(bytes, rollouts) held by the pilot rounds the buffer points into."""
-    rounds = {id(e.payload.round): e.payload.round for e in trainer.buffer.entries()}
+    rounds = {id(e.payload.round): e.payload.round for e in trainer.allocator.buffer.entries()}
     total = rows = 0
     for pilot_round in rounds.values():
         stored = pilot_round.rollouts
@@ -229,21 +229,21 @@ def run_shape(args, prompt_len: int, response_len: int) -> dict:
         trainer = build(args, workdir, prompt_len, response_len)
         batches = iter(trainer.train_dataloader)
         # Fill: pilot-only rounds, two per step, at the steps before the first timed one.
-        sample = trainer.buffer.sample
-        trainer.buffer.sample = lambda size, n: []
+        sample = trainer.allocator.buffer.sample
+        trainer.allocator.buffer.sample = lambda size, n: []
         for i in range(args.fill_rounds):
             trainer.global_steps = FIRST_TIMED_STEP - args.fill_rounds // 2 + i // 2
             trainer._run_round(next(batches), StepTally(), [], {})
-        trainer.buffer.sample = sample
-        buffered_groups = len(trainer.buffer)
+        trainer.allocator.buffer.sample = sample
+        buffered_groups = len(trainer.allocator.buffer)
 
         phases = Phases(trainer.async_rollout_manager)
-        phases.wrap(trainer.buffer, "sample", "buffer_sample")
-        phases.wrap(trainer, "_take_from_buffer", "take_from_buffer")
+        phases.wrap(trainer.allocator.buffer, "sample", "buffer_sample")
+        phases.wrap(trainer.allocator, "_take_from_buffer", "take_from_buffer")
         phases.wrap(trainer, "_generate", "generation_batch_and_rewards")
-        phases.wrap(trainer, "_absorb_pilot", "pilot_filter_and_insert")
+        phases.wrap(trainer.allocator, "_absorb_pilot", "pilot_filter_and_insert")
         phases.wrap(trainer, "_assemble_training_batch", "assemble_training_batch")
-        phases.wrap(trainer.buffer, "flush_stale", "staleness_flush")
+        phases.wrap(trainer.allocator.buffer, "flush_stale", "staleness_flush")
         gc.collect()
         peak_reset = reset_peak_rss()
         round_seconds, release_seconds, rows = [], [], 0
@@ -253,7 +253,7 @@ def run_shape(args, prompt_len: int, response_len: int) -> dict:
             gen_before, start = trainer.async_rollout_manager.seconds, time.perf_counter()
             contribution = trainer._run_round(next(batches), tally, [], {})
             batch = trainer._assemble_training_batch([contribution], tally)
-            trainer.buffer.flush_stale(trainer.global_steps, trainer.pc.buffer_max_off_steps)
+            trainer.allocator.buffer.flush_stale(trainer.global_steps, trainer.pc.buffer_max_off_steps)
             elapsed = time.perf_counter() - start - (trainer.async_rollout_manager.seconds - gen_before)
             round_seconds.append(elapsed)
             phases.close_round(elapsed)

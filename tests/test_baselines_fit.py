@@ -7,7 +7,6 @@ import pytest
 from pc_standins import env_file_logger, step_records
 from test_trainer_fit import N_COMMIT, B, G, build_trainer
 
-from recipe.pc.baseline_trainer import RayBaselineTrainer
 from recipe.pc.settings import PCConfigError
 
 STEPS = 5
@@ -19,7 +18,6 @@ def run(tmp_path, tokenizer, method, extra=()):
         tmp_path,
         tokenizer,
         extra=[f"algorithm.rollout_allocation={method}", f"trainer.total_training_steps={STEPS}", *extra],
-        trainer_cls=RayBaselineTrainer,
     )
     trainer.fit()
     return trainer, step_records(log)
@@ -72,4 +70,4 @@ def test_dapo_keeps_only_groups_with_spread_and_counts_every_round(tmp_path, tok
 def test_grpo_refuses_a_generation_batch_it_would_waste(tmp_path, tokenizer):
     env_file_logger(tmp_path)
     with pytest.raises(PCConfigError, match="gen_batch_size"):
-        build_trainer(tmp_path, tokenizer, extra=["algorithm.rollout_allocation=grpo"], trainer_cls=RayBaselineTrainer)
+        build_trainer(tmp_path, tokenizer, extra=["algorithm.rollout_allocation=grpo"])

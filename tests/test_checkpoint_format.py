@@ -14,8 +14,8 @@ from test_reliability import trace
 from test_trainer_fit import build_trainer
 
 from recipe.pc import checkpoint as ckpt
+from recipe.pc.allocators.pilot_commit import PilotRef, PilotRound
 from recipe.pc.compact import Segment, assemble
-from recipe.pc.pc_ray_trainer import PilotRef, PilotRound
 from recipe.pc.replay_buffer import BufferEntry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,10 +51,10 @@ def test_state_file_is_plain_data_and_round_trips(tmp_path, tokenizer):
     state = torch.load(state_path(tmp_path, 3), weights_only=True)
     assert state["format"] == ckpt.FORMAT and state["version"] == ckpt.VERSION
     assert state["config"] == {"exploration.n": 4, "exploration.n_effective": 4, "rollout.n": 4}
-    assert len(trainer.buffer) > 0
+    assert len(trainer.allocator.buffer) > 0
     entries = ckpt.buffer_from_plain(state["buffer"], PilotRound, PilotRef)["entries"]
-    assert [e.prompt_id for e in entries] == [e.prompt_id for e in trainer.buffer.entries()]
-    for saved, live in zip(entries, trainer.buffer.entries(), strict=True):
+    assert [e.prompt_id for e in entries] == [e.prompt_id for e in trainer.allocator.buffer.entries()]
+    for saved, live in zip(entries, trainer.allocator.buffer.entries(), strict=True):
         assert (saved.inserted_step, saved.insertion_order) == (live.inserted_step, live.insertion_order)
         np.testing.assert_array_equal(saved.metric_values, live.metric_values)
         a = assemble([Segment(saved.payload.round.rollouts, saved.payload.position * 4 + np.arange(4))], None, "a")
@@ -220,7 +220,7 @@ def write_old_format(path, trainer):
     """The state as the previous release pickled it: buffer entries holding full DataProto rows."""
     rounds = {}
     entries = []
-    for e in trainer.buffer.entries():
+    for e in trainer.allocator.buffer.entries():
         r = e.payload.round
         if id(r) not in rounds:
             rounds[id(r)] = PilotRound(r.prompts, assemble([Segment(r.rollouts)], None, "old rows"), r.n_pilot)
@@ -228,9 +228,9 @@ def write_old_format(path, trainer):
         entries.append(BufferEntry(e.prompt_id, ref, e.metric_values, e.inserted_step, e.insertion_order))
     torch.save(
         {
-            "buffer": {"entries": entries, "next_order": trainer.buffer.state_dict()["next_order"]},
+            "buffer": {"entries": entries, "next_order": trainer.allocator.buffer.state_dict()["next_order"]},
             "rng": trainer.rng.bit_generator.state,
-            "evict_next_epoch": sorted(trainer.evict_next_epoch),
+            "evict_next_epoch": sorted(trainer.allocator.evict_next_epoch),
             "dataset": trainer.train_dataset.state_dict(),
             "epoch": trainer.epoch,
             "gen_round": trainer.gen_round,

@@ -15,6 +15,7 @@ from pc_standins import env_file_logger
 from test_trainer_fit import build_trainer
 from verl import DataProto
 
+from recipe.pc.allocators.pilot_commit import PilotCommitAllocator
 from recipe.pc.compact import CompactRows, Segment, assemble
 from recipe.pc.pc_ray_trainer import RayPCTrainer
 
@@ -47,10 +48,10 @@ def old_concat_rows(parts, what):
     return merged
 
 
-class OldAssemblyTrainer(RayPCTrainer):
-    """The storage and assembly of the trainer before the compact buffer (the oracle)."""
+class OldAssemblyAllocator(PilotCommitAllocator):
+    """The storage of the trainer before the compact buffer (the oracle)."""
 
-    def _park_in_buffer(self, pilot_rows, prompts, first_rows, prompt_ids, values):
+    def _park_in_buffer(self, pilot_rows, prompts, first_rows, prompt_ids, values, step):
         from recipe.pc.allocation import group_rows
 
         prompt_pos = first_rows // self.pc.n_pilot
@@ -60,7 +61,7 @@ class OldAssemblyTrainer(RayPCTrainer):
         pilot_round = OldPilotRound(kept_prompts, pilot_rows.select_idxs(rows), self.pc.n_pilot)
         group_values = values[rows].reshape(-1, self.pc.n_pilot)
         for position, prompt_id in enumerate(prompt_ids.tolist()):
-            self.buffer.add(prompt_id, OldPilotRef(pilot_round, position), group_values[position], self.global_steps)
+            self.buffer.add(prompt_id, OldPilotRef(pilot_round, position), group_values[position], step)
 
     def _take_from_buffer(self, draws):
         if not draws:
@@ -79,8 +80,17 @@ class OldAssemblyTrainer(RayPCTrainer):
             rollout_parts.append(pilot_round.rollouts.select_idxs(rows))
         return old_concat_rows(prompt_parts, "buffered prompt rows"), old_concat_rows(rollout_parts, "rollouts")
 
-    def _round_contribution(self, reused, commit_rows):
+    @staticmethod
+    def _round_contribution(reused, commit_rows):
         return old_concat_rows([reused, commit_rows], what="reused pilot rollouts and commit rollouts")
+
+
+class OldAssemblyTrainer(RayPCTrainer):
+    """The assembly of the trainer before the compact buffer, on the old storage (the oracle)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.allocator = OldAssemblyAllocator(self.pc, self.rng)
 
     def _assemble_training_batch(self, parts, tally):
         batch = old_concat_rows(parts, what="training contributions")
@@ -210,7 +220,7 @@ def test_a_resumed_buffer_assembles_the_batches_of_the_uninterrupted_old_assembl
 
 def test_compact_rows_store_each_derivable_field_once(tmp_path, tokenizer):
     trainer = run(tmp_path, tokenizer, RayPCTrainer, ["trainer.total_training_steps=2"])
-    rows = trainer.buffer.entries()[0].payload.round.rollouts
+    rows = trainer.allocator.buffer.entries()[0].payload.round.rollouts
     kinds = {k: f.kind for k, f in rows.fields.items()}
     assert kinds == {
         "dummy_tensor": "per_group",

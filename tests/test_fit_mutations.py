@@ -28,7 +28,8 @@ def run(tmp_path_factory):
     def spy(tally, parts):  # at an epoch boundary: the step, its committed groups, the buffered ones
         committed = {u for part in parts for seg in part for u in np.asarray(seg.non_tensor["uid"])[seg.index]}
         buffered = {
-            e.payload.round.prompts.non_tensor_batch["uid"][e.payload.position] for e in trainer.buffer.entries()
+            e.payload.round.prompts.non_tensor_batch["uid"][e.payload.position]
+            for e in trainer.allocator.buffer.entries()
         }
         boundaries.append((trainer.global_steps, committed, buffered))
         return end_epoch(tally, parts)
@@ -131,13 +132,13 @@ def test_buffer_capacity_is_enforced(tmp_path, tokenizer):
     log = env_file_logger(tmp_path)
     trainer = build_trainer(tmp_path, tokenizer, extra=[f"algorithm.buffer_size={B}", "trainer.total_training_steps=4"])
     added = []
-    add = trainer.buffer.add
+    add = trainer.allocator.buffer.add
 
     def counting_add(*args, **kwargs):
         add(*args, **kwargs)
-        added.append(len(trainer.buffer))
+        added.append(len(trainer.allocator.buffer))
 
-    trainer.buffer.add = counting_add
+    trainer.allocator.buffer.add = counting_add
     trainer.fit()
     assert max(added) == B  # full at times, never above
     assert all(s["buffer_stats/local/buffer_size"] <= B for s in step_records(log))

@@ -21,9 +21,7 @@ from verl.utils import tensordict_utils as tu
 from verl.workers.engine.utils import prepare_micro_batches
 
 import recipe.pc.pc_ray_trainer as pc_trainer_module
-from recipe.pc.baseline_trainer import RayBaselineTrainer
 from recipe.pc.main_pc import _check_pc, preflight
-from recipe.pc.pc_ray_trainer import RayPCTrainer
 from recipe.pc.settings import MicroBatch, MicroBatches, PCConfigError, PCSettings, micro_batches
 
 ARR = "actor_rollout_ref"
@@ -310,7 +308,6 @@ def test_dp8_rows_padding_and_mini_batches(tmp_path, tokenizer, monkeypatch, ext
         dp_size=DP,
         agent_workers=3,
         extra=[*extra, *micro_overrides(log_prob, update)],
-        trainer_cls=RayBaselineTrainer if extra else RayPCTrainer,
     )
     recorder = VerlSplitRecorder(trainer, log_prob, update)
     pads = record_padding(monkeypatch, trainer)
@@ -349,7 +346,6 @@ def test_dp8_micro_size_that_does_not_divide_is_refused_before_the_first_generat
         dp_size=DP,
         agent_workers=3,
         extra=[*extra, *micro_overrides(8, 1)],
-        trainer_cls=RayBaselineTrainer if extra else RayPCTrainer,
     )
     with pytest.raises(PCConfigError, match=f"^{LOG_PROB}=8 does not divide .* / 8 ranks = [24] rows per rank"):
         trainer.fit()

@@ -15,7 +15,6 @@ from pc_standins import env_file_logger, step_records
 from test_trainer_fit import build_trainer
 from verl import DataProto
 
-from recipe.pc.baseline_trainer import RayBaselineTrainer
 from recipe.pc.minibatch import MiniBatchPlan, pad_partial_mini_batch
 from recipe.pc.settings import PCConfigError
 
@@ -108,7 +107,6 @@ def test_grpo_keeps_four_whole_mini_batches_under_the_reference_preset(shape, tm
             "data.gen_batch_size=4",
             f"actor_rollout_ref.rollout.n={group}",
         ],
-        trainer_cls=RayBaselineTrainer,
     )
     assert len(updates) == STEPS
     for call, original in zip(updates, sent, strict=True):

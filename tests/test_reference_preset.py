@@ -170,8 +170,6 @@ def test_dapo_total_training_steps_counts_rounds_or_updates(unit, tmp_path, toke
     from pc_standins import env_file_logger, step_records
     from test_trainer_fit import B, build_trainer
 
-    from recipe.pc.baseline_trainer import RayBaselineTrainer
-
     budget = 7
     log = env_file_logger(tmp_path)
     trainer = build_trainer(
@@ -184,7 +182,6 @@ def test_dapo_total_training_steps_counts_rounds_or_updates(unit, tmp_path, toke
             f"algorithm.dapo_step_unit={unit}",
             f"trainer.total_training_steps={budget}",
         ],
-        trainer_cls=RayBaselineTrainer,
     )
     trainer.fit()
     rounds = [s["training/num_gen_batches"] for s in step_records(log)]

@@ -259,13 +259,13 @@ def test_a_prompt_committed_in_a_round_is_not_queued_again_by_its_own_new_pilot(
     data = trainer.train_dataset
     tally, timing = StepTally(), {}
     trainer._run_round(collate_fn([data[i] for i in range(G)]), tally, [], timing)
-    entry = trainer.buffer.entries()[0]
-    trainer.buffer.load_state_dict({"entries": [entry], "next_order": 1})  # the only prompt to commit
+    entry = trainer.allocator.buffer.entries()[0]
+    trainer.allocator.buffer.load_state_dict({"entries": [entry], "next_order": 1})  # the only prompt to commit
     # As after an epoch boundary: the next round pilots the buffered prompt again while committing it.
     again = collate_fn([data[entry.prompt_id]] + [data[i] for i in range(G, 2 * G - 1)])
     trainer._run_round(again, tally, [], timing)
     assert tally.committed_ids == {entry.prompt_id}
-    assert entry.prompt_id not in trainer.buffer
+    assert entry.prompt_id not in trainer.allocator.buffer
 
 
 @pytest.mark.parametrize("carry", [True, False])

@@ -7,7 +7,6 @@ from collections import Counter
 from pc_standins import env_file_logger, step_records
 from test_trainer_fit import N_COMMIT, N_PILOT, G, build_trainer
 
-from recipe.pc.baseline_trainer import RayBaselineTrainer
 from recipe.pc.rollout_dump import discard_after
 
 
@@ -58,7 +57,6 @@ def test_baseline_dump_tags_groups(tmp_path, tokenizer):
         tmp_path,
         tokenizer,
         extra=["algorithm.rollout_allocation=grpo", "data.gen_batch_size=4", f"trainer.rollout_data_dir={dump}"],
-        trainer_cls=RayBaselineTrainer,
     )
     trainer.fit()
     by_step = _read_dump(dump)

@@ -118,14 +118,14 @@ def finished_run(tmp_path, tokenizer):
     log = env_file_logger(tmp_path)
     trainer = build_trainer(tmp_path, tokenizer)
     ages_after_flush = []
-    flush = trainer.buffer.flush_stale
+    flush = trainer.allocator.buffer.flush_stale
 
     def checked_flush(step, max_off):
         dropped = flush(step, max_off)
-        ages_after_flush.append(trainer.buffer.ages(step))
+        ages_after_flush.append(trainer.allocator.buffer.ages(step))
         return dropped
 
-    trainer.buffer.flush_stale = checked_flush
+    trainer.allocator.buffer.flush_stale = checked_flush
     trainer.fit()
     return trainer, step_records(log), read_metrics(log), ages_after_flush
 

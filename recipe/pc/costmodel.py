@@ -145,6 +145,20 @@ def _check(pass_rates, config: Config) -> np.ndarray:
     return p
 
 
+# The allocator stages (issue #10) are not modelled: off in every simulated configuration.
+STAGES_OFF = {
+    "downsample_n": None,
+    "skip_enable": False,
+    "skip_explore_floor": 0.01,
+    "skip_p_init": 0.5,
+    "skip_p_step": 0.01,
+    "skip_p_min": 0.05,
+    "skip_p_max": 0.95,
+    "skip_target_zero_variance": 0.25,
+    "screen_n": None,
+}
+
+
 def _settings(config: Config) -> PCSettings:
     if isinstance(config, GRPO):
         method, n_pilot, n_commit, gen, rounds = "grpo", 1, config.n, config.train_batch_size, 1
@@ -181,6 +195,7 @@ def _settings(config: Config) -> PCSettings:
         partial_mini_batch=False,
         dapo_step_unit="update",
         buffer_tie_order="newest_first",
+        **STAGES_OFF,
     )
 
 
@@ -373,7 +388,7 @@ def _pc_step(p, config: PilotCommit, settings: PCSettings, loader, buffer, step,
     n_p, n_c, B = config.n_pilot, config.n_commit, config.train_batch_size
     rounds = committed = informative = 0
     committed_ids: set[int] = set()
-    while True:  # the loop of RayPCTrainer._run_round / _absorb_pilot / _batch_ready
+    while True:  # the loop of RayPCTrainer._run_round / PilotCommitAllocator / _batch_ready
         ids = loader.next()
         rounds += 1
         draws = buffer.sample(commit_size(B - committed, len(buffer)), n_p)
@@ -399,7 +414,7 @@ def _baseline_step(p, settings: PCSettings, loader, rng) -> np.ndarray:
     n, B = settings.n_commit, settings.train_batch_size
     rounds = committed = informative = generated = 0
     committed_ids: set[int] = set()
-    while True:  # the loop of RayBaselineTrainer._run_round / _batch_ready
+    while True:  # the loop of RayPCTrainer._run_round with the grpo/dapo allocator, and _batch_ready
         ids = loader.next()
         rounds += 1
         values = (rng.random((len(ids), n)) < p[ids, None]).astype(np.float64).ravel()

@@ -1,9 +1,8 @@
 """Entry point: ``python -m recipe.pc.main_pc [--validate] <hydra overrides>``.
 
 Composes ``config/pc_trainer.yaml`` over verl's packaged ``ppo_trainer`` and runs verl's
-``run_ppo`` with a TaskRunner that builds RayPCTrainer (or, with ``algorithm.rollout_allocation``
-set to ``grpo``/``dapo``, the baseline trainer) on the legacy (non-V1) path, whatever
-``trainer.use_v1`` says.
+``run_ppo`` with a TaskRunner that builds RayPCTrainer (whose allocator ``algorithm.rollout_allocation``
+picks: ``pilot_commit``, ``grpo`` or ``dapo``) on the legacy (non-V1) path, whatever ``trainer.use_v1`` says.
 
 Before Ray starts it runs every start-up check that needs no GPU (``preflight``). ``--validate``
 prints the composed config (as ``--cfg job`` does), runs those checks without fetching the model,
@@ -44,7 +43,6 @@ class PCTaskRunner(BaseTaskRunner):
         from verl.utils.dataset.rl_dataset import collate_fn
         from verl.workers.config import HFModelConfig
 
-        from recipe.pc.baseline_trainer import RayBaselineTrainer
         from recipe.pc.pc_ray_trainer import RayPCTrainer
 
         print(f"PCTaskRunner on {socket.gethostname()}, pid {os.getpid()}")
@@ -76,9 +74,7 @@ class PCTaskRunner(BaseTaskRunner):
             is_train=False,
             max_samples=config.data.get("val_max_samples", -1),
         )
-        method = PCSettings.from_config(config).method
-        trainer_cls = RayPCTrainer if method == "pilot_commit" else RayBaselineTrainer
-        trainer = trainer_cls(
+        trainer = RayPCTrainer(
             config=config,
             tokenizer=tokenizer,
             processor=processor,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from recipe.pc.allocation import PilotVerdict
+from recipe.pc.allocation import GroupStats, PilotVerdict
 from recipe.pc.replay_buffer import BufferCounters
 
 
@@ -20,6 +20,8 @@ class StepTally:
     pilot_rollouts: int = 0
     commit_rollouts: int = 0
     padding_rollouts: int = 0  # generated only to make the batch divide; dropped, not trained
+    downsampled_rollouts: int = 0  # generated for a kept group but left out of it by down-sampling
+    screened_out: int = 0  # prompts whose screening pilot all agreed: no rest of the pilot
     committed_prompts: int = 0
     pilot_prompts: int = 0
     passed: int = 0
@@ -31,6 +33,7 @@ class StepTally:
     pilot_means: list[np.ndarray] = field(default_factory=list)
     pilot_values: list[np.ndarray] = field(default_factory=list)
     commit_ages: list[np.ndarray] = field(default_factory=list)
+    group_stats: list[GroupStats] = field(default_factory=list)  # every rolled-out group, round by round
 
     @property
     def sampled_rollouts(self) -> int:
@@ -44,6 +47,7 @@ class StepTally:
         self.evict_marked += int(verdict.evict.sum())
         self.pilot_means.append(verdict.stats.mean)
         self.pilot_values.append(np.asarray(metric_values, dtype=np.float64))
+        self.group_stats.append(verdict.stats)
 
     def carry_counts_only(self) -> StepTally:
         """A fresh tally that keeps the rollouts generated so far (so none go uncounted) but no batch."""
@@ -52,6 +56,7 @@ class StepTally:
             pilot_rollouts=self.pilot_rollouts,
             commit_rollouts=self.commit_rollouts,
             padding_rollouts=self.padding_rollouts,
+            downsampled_rollouts=self.downsampled_rollouts,
         )
 
 
@@ -88,6 +93,7 @@ def step_metrics(
         "rollout_stats/num_rollouts_sample": tally.sampled_rollouts,
         "rollout_stats/num_rollouts_train": trained_rows,
         "rollout_stats/num_rollouts_padding": tally.padding_rollouts,
+        "rollout_stats/num_rollouts_downsampled": tally.downsampled_rollouts,
         "buffer_stats/local/add_count": buffer_counters.add,
         "buffer_stats/local/pop_count": buffer_counters.pop,
         "buffer_stats/local/evict_count": buffer_counters.evict,
@@ -101,6 +107,7 @@ def step_metrics(
         "filtering_stats/too_incorrect_count": tally.too_incorrect,
         "filtering_stats/too_incorrect_rate": tally.too_incorrect / candidates,
         "filtering_stats/evict_marked_count": tally.evict_marked,
+        "filtering_stats/screened_out_count": tally.screened_out,
         "filtering_stats/too_correct_threshold_upper": 1.0 - p_upper,
         "filtering_stats/too_correct_threshold_lower": p_lower,
     }

@@ -1,11 +1,10 @@
-"""RayPCTrainer: Pilot-Commit rollout allocation on verl 0.9.1's legacy RayPPOTrainer.
+"""RayPCTrainer: rollout allocation on verl 0.9.1's legacy RayPPOTrainer.
 
-One *round* pulls ``data.gen_batch_size`` pilot prompts from the dataloader and generates, in a
-single call, ``exploration.n`` pilot rollouts for each of them together with ``rollout.n`` commit
-rollouts for prompts drawn from the buffer. Pilot groups whose pass rate lands in the band wait in
-the buffer; a committed prompt trains on its stored pilot rollouts plus its new commit rollouts,
-as one GRPO group. Rounds repeat until ``data.train_batch_size`` prompts are committed; then the
-stock PPO update runs once (one *step*).
+One *round* pulls ``data.gen_batch_size`` prompts from the dataloader; the allocator picked by
+``algorithm.rollout_allocation`` (``recipe/pc/allocators/``) says what to generate for them and for
+what it holds, the trainer generates all of it in a single call with rewards, and the allocator
+returns the groups that are ready to train. Rounds repeat until ``data.train_batch_size`` prompts are
+ready; then the stock PPO update runs once (one *step*). The trainer makes no allocation decision.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import zlib
-from dataclasses import dataclass
 from pprint import pformat
 
 import numpy as np
@@ -43,13 +41,15 @@ from verl.utils.skip.skip_manager import SkipManager
 from verl.utils.tracking import Tracking
 
 from recipe.pc import checkpoint as ckpt
-from recipe.pc.allocation import classify_pilot, commit_size, generation_divisor, group_stats
-from recipe.pc.compact import BatchBuffers, CompactRows, Segment, assemble
+from recipe.pc.allocation import generation_divisor, group_stats
+from recipe.pc.allocators import Request, make_allocator
+from recipe.pc.allocators.base import PILOT, concat_rows
+from recipe.pc.compact import BatchBuffers, Segment, assemble
 from recipe.pc.metrics import StepTally, step_metrics
 from recipe.pc.minibatch import mini_batch_plan, pad_partial_mini_batch
-from recipe.pc.replay_buffer import Draw, PilotReplayBuffer
 from recipe.pc.rollout_dump import append_records, discard_after, rollout_records
 from recipe.pc.settings import MicroBatches, PCConfigError, PCSettings, micro_batches
+from recipe.pc.stages.skip import PromptSkipper
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -59,27 +59,6 @@ ROLLOUT_STEP = "pc_rollout_step"
 IS_PILOT = "pc_is_pilot"
 # Saved next to verl's actor checkpoint and data.pt in each global_step_N folder.
 PC_STATE_FILE = ckpt.STATE_FILE
-
-
-@dataclass
-class PilotRound:
-    """The passing pilot groups of one round, stored once; buffer entries point into it.
-
-    ``rollouts`` holds ``n_pilot`` consecutive rows per passing prompt, compacted, and ``prompts`` one
-    dataloader row per passing prompt, in the same order. It is freed once no entry refers to it.
-    """
-
-    prompts: DataProto
-    rollouts: CompactRows
-    n_pilot: int
-
-
-@dataclass(frozen=True)
-class PilotRef:
-    """Buffer payload: where one prompt's pilot group lives."""
-
-    round: PilotRound
-    position: int
 
 
 class RoundTiming:
@@ -143,14 +122,10 @@ class RayPCTrainer(RayPPOTrainer):
         super().__init__(config, *args, **kwargs)
         self._check_supported_features()
         self.rng = np.random.default_rng(self.pc.seed)
-        self.buffer = PilotReplayBuffer(
-            capacity=self.pc.buffer_size,
-            prompt_strategy=self.pc.prompt_strategy,
-            response_strategy=self.pc.response_strategy,
-            rng=self.rng,
-            tie_order=self.pc.buffer_tie_order,
-        )
-        self.evict_next_epoch: set[int] = set()
+        self.allocator = make_allocator(self.pc, self.rng)
+        rule = self.pc.skip_rule()
+        self.skipper = PromptSkipper(rule) if rule is not None else None
+        self._prompt_pool: DataProto | None = None  # kept prompts not yet in a round (skipping only)
         self.cumulative_rollouts = 0
         self.cumulative_trained_rollouts = 0
         self.total_consumed_prompts = 0
@@ -233,9 +208,9 @@ class RayPCTrainer(RayPPOTrainer):
         last_validated_step = None
 
         while self.epoch < self.config.trainer.total_epochs:
-            for batch_dict in self.train_dataloader:
+            for prompts in self._generation_batches():
                 with marked_timer("step", timing_raw):
-                    contribution = self._run_round(batch_dict, tally, parts, timing_raw)
+                    contribution = self._run_round(prompts, tally, parts, timing_raw)
                 if contribution is not None:
                     parts.append(contribution)
                 if not self._batch_ready(tally):
@@ -248,9 +223,9 @@ class RayPCTrainer(RayPPOTrainer):
                     self.checkpoint_manager.sleep_replicas()
                     batch = self._assemble_training_batch(parts, tally)
                     metrics = self._pc_step_metrics(tally, batch)
-                    self.buffer.flush_stale(self.global_steps, self.pc.buffer_max_off_steps)
-                    metrics["buffer_stats/local/evict_count"] = self.buffer.counters.evict
-                    metrics["buffer_stats/local/buffer_size"] = len(self.buffer)
+                    metrics.update(self.allocator.end_step(self.global_steps))
+                    if self.skipper is not None:
+                        metrics.update(self.skipper.end_step(self.epoch))
                     batch = self._update_policy(batch, metrics, timing_raw, is_last_step)
 
                 if self.config.trainer.test_freq > 0 and (
@@ -264,7 +239,7 @@ class RayPCTrainer(RayPPOTrainer):
                 progress.set_postfix(rounds=tally.rounds, refresh=False)
                 progress.update(1)
                 tally, parts, timing_raw = StepTally(), [], {}
-                self.buffer.counters.reset()
+                self.allocator.counters.reset()
                 if is_last_step:
                     progress.close()
                     self._finish()
@@ -286,52 +261,72 @@ class RayPCTrainer(RayPPOTrainer):
         self._finish_after_last_epoch(last_validated_step)
 
     def _is_last_step(self) -> bool:
-        """total_training_steps counts optimizer steps (the DAPO baseline may count rounds instead)."""
-        return self.global_steps >= self.total_training_steps
+        """total_training_steps counts optimizer steps (DAPO may count rounds instead: its allocator says)."""
+        return self.allocator.is_last_step(self.global_steps, self.total_sampling_rounds, self.total_training_steps)
 
-    def _run_round(self, batch_dict: dict, tally: StepTally, parts: list, timing_raw: dict) -> DataProto | None:
-        """One round: pilot the new prompts, commit buffered ones, in one generation call.
+    def _generation_batches(self):
+        """This epoch's rounds of new prompts: the dataloader's batches, or with ``algorithm.skip.enable`` its
+        kept prompts regrouped into batches of ``data.gen_batch_size`` (the epoch's last one may be smaller)."""
+        for batch_dict in self.train_dataloader:
+            prompts = self._to_prompts(batch_dict)
+            if self.skipper is None:
+                yield prompts
+                continue
+            keep = np.flatnonzero(self.skipper.keep_mask(prompts.non_tensor_batch["index"], self.rng))
+            if keep.size:
+                kept = prompts.select_idxs(keep)
+                pool = self._prompt_pool
+                self._prompt_pool = kept if pool is None else concat_rows([pool, kept], what="kept prompts")
+            # The pool lives on the trainer: a checkpoint taken at a yield saves what is left of it.
+            while self._prompt_pool is not None and len(self._prompt_pool) >= self.pc.gen_batch_size:
+                pool, size = self._prompt_pool, self.pc.gen_batch_size
+                rest = pool.select_idxs(np.arange(size, len(pool))) if len(pool) > size else None
+                self._prompt_pool = rest
+                yield pool.select_idxs(np.arange(size))
+        if self._prompt_pool is not None:
+            last, self._prompt_pool = self._prompt_pool, None
+            yield last
 
-        Returns the round's training contribution (reused pilots + commits), or None.
-        """
-        prompts = self._start_round(batch_dict, tally)
-        needed = self.pc.train_batch_size - tally.committed_prompts
-        draws = self.buffer.sample(commit_size(needed, len(self.buffer)), self.pc.n_pilot_effective)
-        commit_prompts, reused = self._take_from_buffer(draws)
-        # Marked before this round's pilot is absorbed: a prompt committed now is not queued again this step.
-        tally.committed_ids.update(d.entry.prompt_id for d in draws)
-
-        requests = [(prompts, self.pc.n_pilot, "pilot")]
-        if commit_prompts is not None:
-            requests.append((commit_prompts, self.pc.n_commit, "commit"))
+    def _run_round(self, batch: dict | DataProto, tally: StepTally, parts: list, timing_raw: dict):
+        """One round: the allocator's requests in one generation call; returns the round's training rows, or None."""
+        prompts = self._start_round(batch, tally)
+        requests = self.allocator.plan(prompts, tally, self.global_steps)
         with marked_timer("gen", timing_raw, color="red"):
             generated = self._generate(requests, tally, timing_raw)
-        pilot_rows = generated[0]
-        self._tag_rollouts(pilot_rows, is_pilot=True)
-        tally.pilot_rollouts += len(pilot_rows)
+        for request, rows in zip(requests, generated, strict=True):
+            is_pilot = request.kind == PILOT
+            self._tag_rollouts(rows, is_pilot=is_pilot)
+            if is_pilot:
+                tally.pilot_rollouts += len(rows)
+            else:
+                tally.commit_rollouts += len(rows)
+        seen = len(tally.group_stats)
+        with marked_timer(self.allocator.filter_timer, timing_raw):
+            contribution = self.allocator.absorb(generated, tally, self.global_steps)
+        if self.skipper is not None:
+            self.skipper.observe(tally.group_stats[seen:])
+        return contribution
 
-        with marked_timer("pilot_filter", timing_raw):
-            self._absorb_pilot(pilot_rows, prompts, tally)
-
-        if commit_prompts is None:
-            return None
-        commit_rows = generated[1]
-        self._tag_rollouts(commit_rows, is_pilot=False)
-        tally.commit_rollouts += len(commit_rows)
-        tally.committed_prompts += len(draws)
-        tally.commit_ages.append(np.array([self.global_steps - d.entry.inserted_step for d in draws]))
-        return self._round_contribution(reused, commit_rows)
-
-    def _start_round(self, batch_dict: dict, tally: StepTally) -> DataProto:
-        """Count a new round and turn its dataloader batch into prompts with ids and uids."""
+    def _start_round(self, batch: dict | DataProto, tally: StepTally) -> DataProto:
+        """Count a new round and give its prompts (a dataloader batch, or prompt rows) uids."""
         self.gen_round += 1
         tally.rounds += 1
         self.total_sampling_rounds += 1
-        prompts = self._new_pilot_prompts(batch_dict)
+        prompts = self._new_pilot_prompts(batch)
         self.total_consumed_prompts += len(prompts)
         return prompts
 
-    def _new_pilot_prompts(self, batch_dict: dict) -> DataProto:
+    def _new_pilot_prompts(self, batch: dict | DataProto) -> DataProto:
+        prompts = batch if isinstance(batch, DataProto) else self._to_prompts(batch)
+        prompts.non_tensor_batch["uid"] = np.array(
+            [f"{self.gen_round}:{i}" for i in prompts.non_tensor_batch["index"]], dtype=object
+        )
+        prompts.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
+        return prompts
+
+    @staticmethod
+    def _to_prompts(batch_dict: dict) -> DataProto:
+        """A dataloader batch as prompt rows with integer ids, refusing a batch that repeats an id."""
         prompts = DataProto.from_single_dict(batch_dict)
         ids = np.asarray(prompts.non_tensor_batch["index"]).astype(np.int64)
         uniq, counts = np.unique(ids, return_counts=True)
@@ -341,48 +336,19 @@ class RayPCTrainer(RayPPOTrainer):
                 "extra_info.index must be unique per prompt"
             )
         prompts.non_tensor_batch["index"] = ids
-        prompts.non_tensor_batch["uid"] = np.array([f"{self.gen_round}:{i}" for i in ids], dtype=object)
-        prompts.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
         return prompts
 
-    def _take_from_buffer(self, draws: list[Draw]) -> tuple[DataProto | None, list[Segment]]:
-        """Prompt rows of the drawn prompts, and where their reused pilot rollouts lie (one segment per pilot
-        round); the rollouts themselves are only copied once, into the step's training batch."""
-        if not draws:
-            return None, []
-        by_round: dict[int, tuple[PilotRound, list[Draw]]] = {}
-        for draw in draws:
-            ref: PilotRef = draw.entry.payload
-            by_round.setdefault(id(ref.round), (ref.round, []))[1].append(draw)
-        prompt_parts, reused = [], []
-        for pilot_round, round_draws in by_round.values():
-            positions = np.array([d.entry.payload.position for d in round_draws])
-            rows = np.concatenate(
-                [d.entry.payload.position * pilot_round.n_pilot + d.response_index for d in round_draws]
-            )
-            prompt_parts.append(pilot_round.prompts.select_idxs(positions))
-            reused.append(Segment(pilot_round.rollouts, rows))
-        commit_prompts = self._concat_rows(prompt_parts, what="buffered prompt rows")
-        return commit_prompts, reused
+    def _generate(self, requests: list[Request], tally: StepTally, timing_raw: dict) -> list[DataProto]:
+        """Generate every request in ONE call; rows with rewards per request.
 
-    @staticmethod
-    def _round_contribution(reused: list[Segment], commit_rows: DataProto) -> list[Segment]:
-        """A round's training rows, in batch order: reused pilot rollouts, then the commit rollouts."""
-        return [*reused, Segment(commit_rows)]
-
-    def _generate(
-        self, requests: list[tuple[DataProto, int, str]], tally: StepTally, timing_raw: dict
-    ) -> list[DataProto]:
-        """Generate every request (prompts, rollouts per prompt, kind) in ONE call; rows with rewards per request.
-
-        ``kind`` (pilot, commit, group) only labels the rows in the ``trainer.rollout_data_dir`` dump.
+        A request's ``kind`` (pilot, commit, group) labels its rows in the ``trainer.rollout_data_dir`` dump.
         """
         sides, gen_parts = [], []
-        for prompts, n, _ in requests:
-            side, gen_inputs = self._split_for_generation(prompts)
-            sides.append(side.repeat(n, interleave=True))
-            gen_parts.append(gen_inputs.repeat(n, interleave=True))
-        gen_batch = self._concat_rows(gen_parts, what="generation inputs")
+        for request in requests:
+            side, gen_inputs = self._split_for_generation(request.prompts)
+            sides.append(side.repeat(request.n, interleave=True))
+            gen_parts.append(gen_inputs.repeat(request.n, interleave=True))
+        gen_batch = concat_rows(gen_parts, what="generation inputs")
         num_rows = len(gen_batch)
 
         gen_batch, pad = pad_dataproto_to_divisor(gen_batch, self._generation_divisor())
@@ -412,11 +378,11 @@ class RayPCTrainer(RayPPOTrainer):
         dump_dir = self.config.trainer.get("rollout_data_dir", None)
         if dump_dir:
             with marked_timer("dump_rollout_generations", timing_raw, color="green"):
-                for part, (_, _, kind) in zip(rows, requests, strict=True):
+                for part, request in zip(rows, requests, strict=True):
                     records = rollout_records(
                         part,
                         self.tokenizer,
-                        kind=kind,
+                        kind=request.kind,
                         step=self.global_steps,
                         round_index=self.gen_round,
                         extra_keys=extra_keys,
@@ -471,59 +437,6 @@ class RayPCTrainer(RayPPOTrainer):
         rows.non_tensor_batch[ROLLOUT_STEP] = np.full(len(rows), self.global_steps, dtype=np.int64)
         rows.non_tensor_batch[IS_PILOT] = np.full(len(rows), is_pilot, dtype=bool)
 
-    def _metric_values(self, rows: DataProto) -> np.ndarray:
-        name = self.pc.agg_metric
-        if name in rows.non_tensor_batch:
-            return np.asarray(rows.non_tensor_batch[name], dtype=np.float64)
-        if name == "seq_reward":
-            return rows.batch["token_level_scores"].sum(dim=-1).double().numpy()
-        raise PCConfigError(
-            f"algorithm.agg_metric={name!r} is not in the reward's extra info "
-            f"(have {sorted(k for k in rows.non_tensor_batch)}); return it from the reward function "
-            "or use 'seq_reward' (the summed token-level score)"
-        )
-
-    def _absorb_pilot(self, pilot_rows: DataProto, prompts: DataProto, tally: StepTally) -> None:
-        """Band-filter the pilot, park passing groups in the buffer, mark solved prompts for eviction."""
-        values = self._metric_values(pilot_rows)
-        verdict = classify_pilot(
-            pilot_rows.non_tensor_batch["index"],
-            values,
-            p_lower=self.pc.p_lower,
-            p_upper=self.pc.p_upper,
-            evict_threshold=self.pc.evict_threshold,
-        )
-        if verdict.num_prompts != len(prompts) or not (verdict.stats.count == self.pc.n_pilot).all():
-            raise RuntimeError(
-                f"pilot returned {verdict.num_prompts} prompts with rollout counts "
-                f"{np.unique(verdict.stats.count).tolist()}; expected {len(prompts)} x {self.pc.n_pilot}"
-            )
-        tally.add_verdict(verdict, values)
-        self.evict_next_epoch.update(verdict.stats.prompt_ids[verdict.evict].tolist())
-
-        # A prompt already in this step's batch (committed before an epoch boundary) is not queued twice.
-        fresh = ~np.isin(verdict.stats.prompt_ids, list(tally.committed_ids))
-        passing = np.flatnonzero(verdict.passed & fresh)
-        if passing.size == 0:
-            return
-        self._park_in_buffer(
-            pilot_rows, prompts, verdict.stats.first_row[passing], verdict.stats.prompt_ids[passing], values
-        )
-
-    def _park_in_buffer(
-        self, pilot_rows: DataProto, prompts: DataProto, first_rows: np.ndarray, prompt_ids: np.ndarray, values
-    ) -> None:
-        """Store the passing groups (first pilot row of each given) compactly, one buffer entry per prompt."""
-        # Rows are interleaved, so prompt j owns rows [j*n, (j+1)*n) of the pilot and row j of prompts.
-        prompt_pos = first_rows // self.pc.n_pilot
-        kept_prompts = prompts.select_idxs(prompt_pos)
-        kept_prompts.meta_info = {}
-        rollouts = CompactRows.from_proto(pilot_rows, self.pc.n_pilot, groups=prompt_pos)
-        pilot_round = PilotRound(prompts=kept_prompts, rollouts=rollouts, n_pilot=self.pc.n_pilot)
-        group_values = values.reshape(-1, self.pc.n_pilot)[prompt_pos]
-        for position, prompt_id in enumerate(prompt_ids.tolist()):
-            self.buffer.add(prompt_id, PilotRef(pilot_round, position), group_values[position], self.global_steps)
-
     def _batch_ready(self, tally: StepTally) -> bool:
         """True once the step has its prompts, or has used its rounds and may train on what it has."""
         if tally.committed_prompts >= self.pc.train_batch_size:
@@ -561,12 +474,11 @@ class RayPCTrainer(RayPPOTrainer):
         return micro_batches(self.config, self._get_dp_size(self.actor_rollout_wg, "actor"), ref_dp)
 
     # ------------------------------------------------------------------ the training step
-    def _assemble_training_batch(self, parts: list[list[Segment] | DataProto], tally: StepTally) -> DataProto:
-        """The step's groups, written once into a batch reused across steps (see ``BatchBuffers`` for when
-        that is safe); an unfilled batch is cut to whole mini-batches (the cut groups are counted).
-
-        A part is a round's segments, or plain rows (the GRPO/DAPO baselines contribute those)."""
-        segments = [s for part in parts for s in (part if isinstance(part, list) else [Segment(part)]) if len(s)]
+    def _assemble_training_batch(self, parts: list[list[Segment]], tally: StepTally) -> DataProto:
+        """The step's groups (each part: one round's segments), written once into a batch reused across steps
+        (see ``BatchBuffers`` for when that is safe); an unfilled batch is cut to whole mini-batches (the cut
+        groups are counted)."""
+        segments = [s for part in parts for s in part if len(s)]
         if not segments:
             raise RuntimeError(f"step {self.global_steps} has no training rows to assemble")
         uid_parts = [s.non_tensor["uid"] if s.index is None else s.non_tensor["uid"][s.index] for s in segments]
@@ -704,8 +616,8 @@ class RayPCTrainer(RayPPOTrainer):
             trained_rows=len(batch),
             trained_prompts=len(batch) // self.pc.group_size,
             target_prompts=self.pc.train_batch_size,
-            buffer_counters=self.buffer.counters,
-            buffer_size=len(self.buffer),
+            buffer_counters=self.allocator.counters,
+            buffer_size=self.allocator.pending(),
             p_lower=self.pc.p_lower,
             p_upper=self.pc.p_upper,
         )
@@ -741,14 +653,11 @@ class RayPCTrainer(RayPPOTrainer):
         With algorithm.carry_over_epoch=false (the reference) both are dropped; the dropped rollouts
         stay counted, carried into the next logged step's counters.
         """
-        evicted_rows = 0
-        if self.evict_next_epoch and hasattr(self.train_dataset, "evict"):
-            evicted_rows = self.train_dataset.evict(self.evict_next_epoch)
-        self.evict_next_epoch.clear()
+        evicted_rows = self.allocator.end_epoch(self.train_dataset)
         dropped_prompts = flushed = 0
         if not self.pc.carry_over_epoch:
             dropped_prompts = tally.committed_prompts
-            flushed = self.buffer.flush_all()
+            flushed = self.allocator.drop_pending()
             tally, parts = tally.carry_counts_only(), []
         epoch_metrics = {
             "exclusion_stats/epoch": self.epoch,
@@ -756,7 +665,7 @@ class RayPCTrainer(RayPPOTrainer):
             "exclusion_stats/dataset_size": len(self.train_dataset),
             "exclusion_stats/original_size": getattr(self.train_dataset, "num_rows_total", len(self.train_dataset)),
             "exclusion_stats/carried_prompts": tally.committed_prompts,
-            "exclusion_stats/carried_buffer_entries": len(self.buffer),
+            "exclusion_stats/carried_buffer_entries": self.allocator.pending(),
             "exclusion_stats/dropped_partial_prompts": dropped_prompts,
             "exclusion_stats/flushed_buffer_entries": flushed,
         }
@@ -868,13 +777,13 @@ class RayPCTrainer(RayPPOTrainer):
     def _pc_state(self) -> dict:
         dataset_state = self.train_dataset.state_dict() if hasattr(self.train_dataset, "state_dict") else None
         return {
+            **self.allocator.state_dict(),
             "format": ckpt.FORMAT,
             "version": ckpt.VERSION,
             "config": self._state_config(),
-            "buffer": ckpt.buffer_to_plain(self.buffer.entries(), self.buffer.state_dict()["next_order"]),
             "rng": ckpt.to_plain(self.rng.bit_generator.state, "rng"),
-            "evict_next_epoch": sorted(int(i) for i in self.evict_next_epoch),
             "dataset": ckpt.to_plain(dataset_state, "dataset"),
+            **({} if self.skipper is None else {"skip": self._skip_state()}),
             "counters": {
                 "epoch": self.epoch,
                 "gen_round": self.gen_round,
@@ -885,40 +794,37 @@ class RayPCTrainer(RayPPOTrainer):
             },
         }
 
+    def _skip_state(self) -> dict:
+        pool = None if self._prompt_pool is None else ckpt.proto_to_plain(self._prompt_pool)
+        return {**self.skipper.state_dict(), "pool": pool}
+
+    def _load_skip_state(self, state: dict) -> None:
+        if "skip" not in state:  # saved with skipping off: the history starts empty here
+            logger.warning("the resumed state has no skip history (algorithm.skip was off); starting one")
+            return
+        self.skipper.load_state_dict(state["skip"])
+        pool = state["skip"]["pool"]
+        self._prompt_pool = None if pool is None else ckpt.proto_from_plain(pool)
+
     def _pc_state_summary(self) -> str:
         """One line that a save and the resume from it must print identically (checked on the GPU)."""
         evicted = sorted(getattr(self.train_dataset, "evicted_ids", ()))
         return (
-            f"buffer_size={len(self.buffer)} epoch={self.epoch} gen_round={self.gen_round} "
+            f"{self.allocator.summary()} epoch={self.epoch} gen_round={self.gen_round} "
             f"cumulative_rollouts={self.cumulative_rollouts} cumulative_trained={self.cumulative_trained_rollouts} "
             f"consumed_prompts={self.total_consumed_prompts} evicted={len(evicted)} "
-            f"evicted_crc={zlib.crc32(np.asarray(evicted, dtype=np.int64).tobytes()):08x} "
-            f"evict_next_epoch={len(self.evict_next_epoch)}"
+            f"evicted_crc={zlib.crc32(np.asarray(evicted, dtype=np.int64).tobytes()):08x}"
+            + ("" if self.skipper is None else f" {self.skipper.summary()}")
         )
 
     def _load_pc_state(self, state: dict) -> None:
-        self.buffer.load_state_dict(ckpt.buffer_from_plain(state["buffer"], PilotRound, PilotRef))
+        self.allocator.load_state_dict(state)
+        if self.skipper is not None:
+            self._load_skip_state(state)
         self.rng.bit_generator.state = ckpt.from_plain(state["rng"])
-        self.evict_next_epoch = set(state["evict_next_epoch"])
         if state["dataset"] is not None:
             self.train_dataset.load_state_dict(ckpt.from_plain(state["dataset"]))
         for name, value in state["counters"].items():
             if not hasattr(self, name):
                 raise KeyError(f"unknown counter {name!r}")
             setattr(self, name, int(value))
-
-    # ------------------------------------------------------------------ helpers
-    @staticmethod
-    def _concat_rows(parts: list[DataProto | None], what: str) -> DataProto:
-        parts = [p for p in parts if p is not None]
-        keys = [set(p.non_tensor_batch) for p in parts]
-        tensor_keys = [set(p.batch.keys()) if p.batch is not None else set() for p in parts]
-        for i in range(1, len(parts)):
-            if keys[i] != keys[0] or tensor_keys[i] != tensor_keys[0]:
-                diff = sorted((keys[i] ^ keys[0]) | (tensor_keys[i] ^ tensor_keys[0]))
-                raise RuntimeError(f"cannot concatenate {what}: fields {diff} are present in only some of them")
-        if len(parts) == 1:
-            return parts[0]
-        merged = DataProto.concat([DataProto(batch=p.batch, non_tensor_batch=p.non_tensor_batch) for p in parts])
-        merged.meta_info = dict(parts[0].meta_info)
-        return merged

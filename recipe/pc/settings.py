@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from omegaconf import OmegaConf
 
 from recipe.pc.replay_buffer import PROMPT_STRATEGIES, RESPONSE_STRATEGIES, TIE_ORDERS
+from recipe.pc.stages.skip import SkipRule
 
 METHODS = ("pilot_commit", "grpo", "dapo")
 DAPO_STEP_UNITS = ("update", "round")
@@ -125,6 +126,20 @@ class PCSettings:
     dapo_step_unit: str = pc_key("algorithm.dapo_step_unit", default="update")
     # max_variance ties on (std, step): newest_first | oldest_first
     buffer_tie_order: str = pc_key("algorithm.buffer_tie_order", default="newest_first")
+    # --- allocator stages (issue #10) ---
+    # screening pilot: first pilot rollouts per prompt; the rest only where they disagree (null: off)
+    screen_n: int | None = pc_key("algorithm.exploration.screen_n", default=None)
+    # PODS: rollouts generated per GRPO/DAPO group or PC commit, of which rollout.n are trained (null: off)
+    downsample_n: int | None = pc_key("algorithm.downsample.n", default=None)
+    # GRESO: skip prompts before generation by their history of zero-variance groups (see stages/skip.py)
+    skip_enable: bool = pc_key("algorithm.skip.enable", default=False)
+    skip_explore_floor: float = pc_key("algorithm.skip.explore_floor", default=0.01)  # least keep probability
+    skip_p_init: float = pc_key("algorithm.skip.p_init", default=0.5)  # starting exploration probabilities
+    skip_p_step: float = pc_key("algorithm.skip.p_step", default=0.01)  # their change per step
+    skip_p_min: float = pc_key("algorithm.skip.p_min", default=0.05)
+    skip_p_max: float = pc_key("algorithm.skip.p_max", default=0.95)
+    # share of zero-variance groups aimed for: a third all-correct, two thirds all-wrong
+    skip_target_zero_variance: float = pc_key("algorithm.skip.target_zero_variance", default=0.25)
 
     @property
     def group_size(self) -> int:
@@ -132,6 +147,24 @@ class PCSettings:
         if self.method == "pilot_commit":
             return self.n_pilot_effective + self.n_commit
         return self.n_commit
+
+    def skip_rule(self) -> SkipRule | None:
+        """The skipping knobs, or None when ``algorithm.skip.enable`` is off."""
+        if not self.skip_enable:
+            return None
+        return SkipRule(
+            explore_floor=self.skip_explore_floor,
+            p_init=self.skip_p_init,
+            p_step=self.skip_p_step,
+            p_min=self.skip_p_min,
+            p_max=self.skip_p_max,
+            target_zero_variance=self.skip_target_zero_variance,
+        )
+
+    @property
+    def n_generated(self) -> int:
+        """Rollouts generated per trained group (baselines) or per commit (PC); rollout.n of them train."""
+        return self.n_commit if self.downsample_n is None else self.downsample_n
 
     @property
     def train_rows(self) -> int:
@@ -197,8 +230,9 @@ class PCSettings:
                 f"algorithm.min_train_prompts={self.min_train_prompts} must lie in [1, data.train_batch_size="
                 f"{self.train_batch_size}], or be null for the smallest batch that splits into whole mini-batches"
             )
-        # Pilot-Commit commits nothing in a step's first round when the buffer is empty.
-        productive_rounds = self.max_num_gen_batches - (1 if self.method == "pilot_commit" else 0)
+        # Pilot-Commit commits nothing in a step's first round when the buffer is empty (two with screening).
+        idle_rounds = (1 if self.screen_n is None else 2) if self.method == "pilot_commit" else 0
+        productive_rounds = self.max_num_gen_batches - idle_rounds
         if self.max_num_gen_batches > 0 and self.gen_batch_size * productive_rounds < self.train_batch_size:
             raise PCConfigError(
                 f"data.gen_batch_size={self.gen_batch_size} over max_num_gen_batches={self.max_num_gen_batches} "
@@ -214,6 +248,37 @@ class PCSettings:
             )
         if self.n_commit < 1:
             raise PCConfigError(f"actor_rollout_ref.rollout.n={self.n_commit} (commit rollouts) must be at least 1")
+        if self.screen_n is not None and self.method != "pilot_commit":
+            raise PCConfigError(
+                f"algorithm.exploration.screen_n={self.screen_n} screens pilots, which only "
+                f"algorithm.rollout_allocation=pilot_commit runs (not {self.method!r}); set it to null"
+            )
+        if self.screen_n is not None and not 2 <= self.screen_n < self.n_pilot:
+            raise PCConfigError(
+                f"algorithm.exploration.screen_n={self.screen_n} must lie in [2, algorithm.exploration.n="
+                f"{self.n_pilot}): a screen needs two rollouts to disagree and must leave some of the pilot"
+            )
+        if self.downsample_n is not None and self.downsample_n < self.n_commit:
+            raise PCConfigError(
+                f"algorithm.downsample.n={self.downsample_n} must be at least actor_rollout_ref.rollout.n="
+                f"{self.n_commit}: it is the rollouts generated, of which rollout.n are trained (null: off)"
+            )
+        if not 0.0 < self.skip_explore_floor <= 1.0:
+            raise PCConfigError(
+                f"algorithm.skip.explore_floor={self.skip_explore_floor} must lie in (0, 1]: it is the least "
+                "probability that a skippable prompt is tried again"
+            )
+        if not 0.0 < self.skip_p_min <= self.skip_p_init <= self.skip_p_max <= 1.0:
+            raise PCConfigError(
+                f"algorithm.skip.p_min={self.skip_p_min}, algorithm.skip.p_init={self.skip_p_init} and "
+                f"algorithm.skip.p_max={self.skip_p_max} must satisfy 0 < p_min <= p_init <= p_max <= 1"
+            )
+        if not 0.0 <= self.skip_p_step <= 1.0:
+            raise PCConfigError(f"algorithm.skip.p_step={self.skip_p_step} must lie in [0, 1]")
+        if not 0.0 <= self.skip_target_zero_variance <= 1.0:
+            raise PCConfigError(
+                f"algorithm.skip.target_zero_variance={self.skip_target_zero_variance} must lie in [0, 1]"
+            )
         if self.train_batch_size < 1 or self.gen_batch_size < 1:
             raise PCConfigError(
                 f"data.train_batch_size={self.train_batch_size} and data.gen_batch_size={self.gen_batch_size} "
@@ -272,7 +337,7 @@ class PCSettings:
         mini_rows = ppo_mini_batch_size * mult
         if rows % dp_size:
             raise PCConfigError(
-                f"a step trains data.train_batch_size * group size = {rows} rows, "
+                f"a step trains data.train_batch_size * group size = {rows} rows{self._downsample_note()}, "
                 f"which does not split over {dp_size} data-parallel ranks"
             )
         if mini_rows % dp_size:
@@ -284,13 +349,17 @@ class PCSettings:
             raise PCConfigError(
                 f"actor_rollout_ref.actor.ppo_mini_batch_size={ppo_mini_batch_size} gives mini-batches of "
                 f"{ppo_mini_batch_size} * {mult} = {mini_rows} rows "
-                f"(algorithm.mini_batch_unit={self.mini_batch_unit}), which must divide the {rows} trained rows "
+                f"(algorithm.mini_batch_unit={self.mini_batch_unit}), which must divide the {rows} trained rows"
+                f"{self._downsample_note()} "
                 f"per step evenly across {dp_size} ranks; pick ppo_mini_batch_size so that {rows} is a "
                 f"multiple of ppo_mini_batch_size * {mult}, or set algorithm.mini_batch_unit=group "
                 "(or algorithm.partial_mini_batch=true for the reference's partial last mini-batch)"
             )
         micro = micro or MicroBatches()
-        whole = f"data.train_batch_size * group size = {self.train_batch_size} * {self.group_size} = {rows} rows a step"
+        whole = (
+            f"data.train_batch_size * group size = {self.train_batch_size} * {self.group_size} = {rows} rows a step"
+            f"{self._downsample_note()}"
+        )
         for m in micro.set_step():
             if rows % m.dp_size:
                 raise PCConfigError(f"{whole} do not split over {m.dp_size} data-parallel ranks ({m.key})")
@@ -303,6 +372,15 @@ class PCSettings:
                 f"PPO mini-batches of actor_rollout_ref.actor.ppo_mini_batch_size * {mult} = "
                 f"{ppo_mini_batch_size} * {mult} = {mini_rows} rows / {dp_size} ranks = {per_rank} rows per rank",
             )
+
+    def _downsample_note(self) -> str:
+        """With down-sampling the trained group counts the kept rollouts, not the generated ones: say so."""
+        if self.downsample_n is None:
+            return ""
+        return (
+            f" (a trained group keeps rollout.n={self.n_commit} of the algorithm.downsample.n={self.downsample_n} "
+            "generated rollouts)"
+        )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,29 @@
+"""DAPO dynamic sampling: rounds of ``gen_batch_size`` prompts x ``rollout.n``; groups whose
+``filter_groups.metric`` does not vary are dropped, kept groups accumulate until ``train_batch_size``
+prompts, and the surplus of the last round is discarded (as verl's DAPO recipe does).
+
+With ``algorithm.dapo_step_unit=round`` (the reference preset) ``total_training_steps`` counts
+generation rounds, as the reference's DAPO trainer did: the run ends with the first optimizer step
+completed in or after round ``total_training_steps``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from recipe.pc.allocation import PilotVerdict, classify_by_spread
+from recipe.pc.allocators.base import register
+from recipe.pc.allocators.grpo import GRPOAllocator
+
+
+@register
+class DAPOAllocator(GRPOAllocator):
+    name = "dapo"
+
+    def verdict(self, prompt_ids: np.ndarray, values: np.ndarray) -> PilotVerdict:
+        return classify_by_spread(prompt_ids, values)
+
+    def is_last_step(self, global_steps: int, sampling_rounds: int, total_training_steps: int) -> bool:
+        if self.pc.dapo_step_unit == "round":
+            return sampling_rounds >= total_training_steps
+        return super().is_last_step(global_steps, sampling_rounds, total_training_steps)

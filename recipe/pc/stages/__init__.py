@@ -1,0 +1,1 @@
+"""Stages that compose with any allocator: history-based skipping (skip) and variance down-sampling (downsample)."""

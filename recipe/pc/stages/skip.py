@@ -1,0 +1,119 @@
+"""GRESO-style skipping: leave out, before generation, prompts whose recent groups all agreed.
+
+Per prompt the history keeps the streak of its most recent consecutive zero-variance groups of one
+kind, "easy" (all rollouts agree on a value above 0) or "hard" (at or below 0), counting every group
+the prompt was rolled out in (pilot or trained). A prompt with a streak of ``z`` is skipped with
+probability ``1 - max(p ** z, explore_floor)``, ``p`` being the easy or hard exploration probability:
+unseen prompts are always kept and the floor makes every prompt come back now and then. After each
+step past the first epoch, ``p_easy`` and ``p_hard`` move by ``p_step`` towards keeping the share of
+all-correct groups at ``target / 3`` and of all-wrong ones at ``2 * target / 3``, within [p_min, p_max].
+Plain numpy and Python: no Ray, no GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from recipe.pc.allocation import GroupStats
+
+
+@dataclass(frozen=True)
+class SkipRule:
+    """The ``algorithm.skip.*`` knobs."""
+
+    explore_floor: float = 0.01
+    p_init: float = 0.5
+    p_step: float = 0.01
+    p_min: float = 0.05
+    p_max: float = 0.95
+    target_zero_variance: float = 0.25
+
+
+def skip_probability(streak: np.ndarray, p_easy: float, p_hard: float, floor: float) -> np.ndarray:
+    """Per prompt: 1 - max(p ** |streak|, floor); a positive streak is easy, a negative one hard, 0 unseen."""
+    streak = np.asarray(streak, dtype=np.int64)
+    p = np.where(streak > 0, p_easy, p_hard)
+    keep = np.maximum(p ** np.abs(streak), floor)
+    return np.where(streak == 0, 0.0, 1.0 - keep)
+
+
+def update_streaks(streaks: dict[int, int], stats: GroupStats) -> tuple[int, int]:
+    """Fold one round's groups into ``streaks`` (in place); the counts of all-correct and all-wrong groups."""
+    flat = (stats.std == 0) & (stats.count > 1)
+    kind = np.where(stats.mean > 0, 1, -1)
+    for pid, is_flat, k in zip(stats.prompt_ids.tolist(), flat.tolist(), kind.tolist(), strict=True):
+        if not is_flat:
+            streaks.pop(pid, None)
+            continue
+        old = streaks.get(pid, 0)
+        streaks[pid] = old + k if old * k > 0 else k  # a streak of the other kind starts again at 1
+    return int((flat & (kind > 0)).sum()), int((flat & (kind < 0)).sum())
+
+
+def adapt(p: float, observed_ratio: float, target_ratio: float, rule: SkipRule) -> float:
+    """One step of an exploration probability: lower (skip more) when too many such groups were seen."""
+    p = p - rule.p_step if observed_ratio > target_ratio else p + rule.p_step
+    return float(min(max(p, rule.p_min), rule.p_max))
+
+
+class PromptSkipper:
+    """The skip history of a run, and the counts of one step; its state goes into the checkpoint."""
+
+    def __init__(self, rule: SkipRule):
+        self.rule = rule
+        self.streaks: dict[int, int] = {}
+        self.p_easy = self.p_hard = rule.p_init
+        self._step_counts = np.zeros(4, dtype=np.int64)  # skipped, observed groups, all-correct, all-wrong
+        self.total_skipped = 0
+
+    def keep_mask(self, prompt_ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Which of these prompts to generate; the others are skipped (and counted)."""
+        streak = np.array([self.streaks.get(int(i), 0) for i in prompt_ids], dtype=np.int64)
+        p_skip = skip_probability(streak, self.p_easy, self.p_hard, self.rule.explore_floor)
+        keep = rng.random(len(streak)) >= p_skip
+        skipped = int((~keep).sum())
+        self._step_counts[0] += skipped
+        self.total_skipped += skipped
+        return keep
+
+    def observe(self, stats: list[GroupStats]) -> None:
+        for s in stats:
+            easy, hard = update_streaks(self.streaks, s)
+            self._step_counts[1:] += (s.prompt_ids.shape[0], easy, hard)
+
+    def end_step(self, epoch: int) -> dict:
+        skipped, groups, easy, hard = self._step_counts.tolist()
+        if epoch > 0 and groups:  # the first epoch only gathers history, as GRESO does
+            alpha = self.rule.target_zero_variance
+            self.p_easy = adapt(self.p_easy, easy / groups, alpha / 3, self.rule)
+            self.p_hard = adapt(self.p_hard, hard / groups, 2 * alpha / 3, self.rule)
+        self._step_counts[:] = 0
+        return {
+            "filtering_stats/skipped_count": skipped,
+            "filtering_stats/skip_total": self.total_skipped,
+            "filtering_stats/skip_p_easy": self.p_easy,
+            "filtering_stats/skip_p_hard": self.p_hard,
+            "filtering_stats/skip_history_prompts": len(self.streaks),
+        }
+
+    def state_dict(self) -> dict:
+        ids = sorted(self.streaks)
+        return {
+            "prompt_id": ids,
+            "streak": [self.streaks[i] for i in ids],
+            "p_easy": self.p_easy,
+            "p_hard": self.p_hard,
+            "total_skipped": self.total_skipped,
+            "step_counts": self._step_counts.tolist(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.streaks = {int(i): int(z) for i, z in zip(state["prompt_id"], state["streak"], strict=True)}
+        self.p_easy, self.p_hard = float(state["p_easy"]), float(state["p_hard"])
+        self.total_skipped = int(state["total_skipped"])
+        self._step_counts = np.asarray(state["step_counts"], dtype=np.int64)
+
+    def summary(self) -> str:
+        return f"skip_history={len(self.streaks)} p_easy={self.p_easy:.4f} p_hard={self.p_hard:.4f}"
