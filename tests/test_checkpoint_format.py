@@ -39,11 +39,12 @@ def fit(tmp_path, tokenizer, steps, extra=(), **kwargs):
 def resume_fails(tmp_path, tokenizer, match, extra=()):
     env_file_logger(tmp_path)
     resumed = build_trainer(tmp_path, tokenizer, extra=["trainer.total_training_steps=6", *extra])
-    with pytest.raises(ckpt.CheckpointError, match=match):
+    with pytest.raises(ckpt.CheckpointError, match=match) as refused:
         resumed.fit()
     # Refused before any step: nothing generated, no actor weights loaded.
     assert resumed.async_rollout_manager.calls == []
     assert not hasattr(resumed.actor_rollout_wg, "loaded_step")
+    return refused.value
 
 
 def test_state_file_is_plain_data_and_round_trips(tmp_path, tokenizer):
@@ -193,18 +194,20 @@ def test_truncated_state_is_named(tmp_path, tokenizer):
     path = state_path(tmp_path, 2)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    resume_fails(tmp_path, tokenizer, r"global_step_2/pilot_commit_state.pt is corrupted or truncated")
+    err = resume_fails(tmp_path, tokenizer, r"global_step_2/pilot_commit_state.pt is corrupted or truncated")
+    assert str(path) in str(err)  # the whole path, so the user knows which file to replace
 
 
 def test_state_from_another_configuration_is_named(tmp_path, tokenizer):
     fit(tmp_path, tokenizer, 2, ["trainer.save_freq=2"])
-    resume_fails(
+    err = resume_fails(
         tmp_path,
         tokenizer,
         r"pilot_commit_state.pt was written with another configuration "
         r"\(exploration.n_effective: saved 4, configured 2\)",
         extra=["algorithm.exploration.n_effective=2", "algorithm.mini_batch_unit=group"],
     )
+    assert str(state_path(tmp_path, 2)) in str(err)
 
 
 def test_newer_state_version_is_named(tmp_path, tokenizer):
@@ -213,7 +216,10 @@ def test_newer_state_version_is_named(tmp_path, tokenizer):
     state = torch.load(path, weights_only=True)
     state["version"] = ckpt.VERSION + 1
     torch.save(state, path)
-    resume_fails(tmp_path, tokenizer, rf"pilot_commit_state.pt has state version {ckpt.VERSION + 1}; this release")
+    err = resume_fails(
+        tmp_path, tokenizer, rf"pilot_commit_state.pt has state version {ckpt.VERSION + 1}; this release"
+    )
+    assert str(path) in str(err)
 
 
 def write_old_format(path, trainer):

@@ -162,9 +162,10 @@ def test_stock_options_the_pc_loop_does_not_run_are_refused(override, key):
 
 
 def test_stock_options_at_their_defaults_or_honoured_pass():
-    PCSettings.from_config(
+    explicit = PCSettings.from_config(
         compose_pc_config(["global_profiler.steps=null", "trainer.esi_redundant_time=0", "trainer.rollout_data_dir=/r"])
     )
+    assert explicit == PCSettings.from_config(compose_pc_config([]))  # accepted, and they change no PC setting
 
 
 # ---------------------------------------------------------------------- preflight (--validate)
