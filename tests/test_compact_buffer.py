@@ -15,6 +15,7 @@ from pc_standins import env_file_logger
 from test_trainer_fit import build_trainer
 from verl import DataProto
 
+from recipe.pc.allocators.base import concat_rows
 from recipe.pc.allocators.pilot_commit import PilotCommitAllocator
 from recipe.pc.compact import CompactRows, Segment, assemble
 from recipe.pc.pc_ray_trainer import RayPCTrainer
@@ -31,21 +32,6 @@ class OldPilotRound:
 class OldPilotRef:
     round: OldPilotRound
     position: int
-
-
-def old_concat_rows(parts, what):
-    parts = [p for p in parts if p is not None]
-    keys = [set(p.non_tensor_batch) for p in parts]
-    tensor_keys = [set(p.batch.keys()) if p.batch is not None else set() for p in parts]
-    for i in range(1, len(parts)):
-        if keys[i] != keys[0] or tensor_keys[i] != tensor_keys[0]:
-            diff = sorted((keys[i] ^ keys[0]) | (tensor_keys[i] ^ tensor_keys[0]))
-            raise RuntimeError(f"cannot concatenate {what}: fields {diff} are present in only some of them")
-    if len(parts) == 1:
-        return parts[0]
-    merged = DataProto.concat([DataProto(batch=p.batch, non_tensor_batch=p.non_tensor_batch) for p in parts])
-    merged.meta_info = dict(parts[0].meta_info)
-    return merged
 
 
 class OldAssemblyAllocator(PilotCommitAllocator):
@@ -78,11 +64,11 @@ class OldAssemblyAllocator(PilotCommitAllocator):
             )
             prompt_parts.append(pilot_round.prompts.select_idxs(positions))
             rollout_parts.append(pilot_round.rollouts.select_idxs(rows))
-        return old_concat_rows(prompt_parts, "buffered prompt rows"), old_concat_rows(rollout_parts, "rollouts")
+        return concat_rows(prompt_parts, "buffered prompt rows"), concat_rows(rollout_parts, "rollouts")
 
     @staticmethod
     def _round_contribution(reused, commit_rows):
-        return old_concat_rows([reused, commit_rows], what="reused pilot rollouts and commit rollouts")
+        return concat_rows([reused, commit_rows], what="reused pilot rollouts and commit rollouts")
 
 
 class OldAssemblyTrainer(RayPCTrainer):
@@ -93,7 +79,7 @@ class OldAssemblyTrainer(RayPCTrainer):
         self.allocator = OldAssemblyAllocator(self.pc, self.rng)
 
     def _assemble_training_batch(self, parts, tally):
-        batch = old_concat_rows(parts, what="training contributions")
+        batch = concat_rows(parts, what="training contributions")
         uids, first, counts = np.unique(batch.non_tensor_batch["uid"], return_index=True, return_counts=True)
         assert (counts == self.pc.group_size).all() and len(uids) <= self.pc.train_batch_size
         if len(uids) < self.pc.train_batch_size:
