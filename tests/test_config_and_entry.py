@@ -273,3 +273,64 @@ def test_hub_model_check_counts_a_cached_copy_and_explains_a_missing_one(tmp_pat
     message = _hub_check("org/absent", tmp_path)
     assert "'org/absent' is not in the local Hugging Face cache and cannot be fetched" in message
     assert "MODEL_PATH=DIR" in message
+
+
+def _runtime_env_of(config) -> dict:
+    """What verl 0.9.1's run_ppo hands ray.init: its default runtime env merged with ray_kwargs.ray_init.runtime_env
+    (verl/trainer/main_ppo.py, run_ppo)."""
+    from omegaconf import OmegaConf
+    from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+
+    given = config.ray_kwargs.get("ray_init", {}).get("runtime_env", {})
+    return OmegaConf.to_container(OmegaConf.merge(get_ppo_ray_runtime_env(config), given))
+
+
+def test_main_forwards_the_launchers_env_to_a_ray_cluster_started_beforehand(monkeypatch):
+    # On a cluster started by ray_cluster.sh the TaskRunner does not inherit the driver's environment:
+    # the first two-node GPU run wrote its metrics to verl's default path instead of VERL_FILE_LOGGER_PATH.
+    from recipe.pc import main_pc
+
+    captured = {}
+    monkeypatch.setattr(main_pc, "run_ppo", lambda config, task_runner_class: captured.setdefault("config", config))
+    monkeypatch.setattr(main_pc, "_report_and_exit_on_problems", lambda config, fetch_model: None)
+    monkeypatch.setattr(main_pc, "auto_set_device", lambda config: None)
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", "/runs/a/metrics.jsonl")
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    monkeypatch.delenv("TENSORBOARD_DIR", raising=False)
+    main_pc.main(compose_pc_config(["+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_MODE=offline"]))
+    env_vars = _runtime_env_of(captured["config"])["env_vars"]
+    assert env_vars["VERL_FILE_LOGGER_PATH"] == "/runs/a/metrics.jsonl"
+    assert env_vars["WANDB_MODE"] == "offline"  # a value given in the config wins
+    assert "TENSORBOARD_DIR" not in env_vars  # unset here: not invented
+
+
+def test_forward_driver_env_names_what_it_added():
+    from recipe.pc.main_pc import forward_driver_env
+
+    config = compose_pc_config([])
+    assert forward_driver_env(config, {"VERL_FILE_LOGGER_ROOT": "/logs", "UNRELATED": "x"}) == ["VERL_FILE_LOGGER_ROOT"]
+    assert _runtime_env_of(config)["env_vars"]["VERL_FILE_LOGGER_ROOT"] == "/logs"
+    assert "UNRELATED" not in _runtime_env_of(config)["env_vars"]
+
+
+def test_pc_log_lines_reach_the_console_inside_a_ray_actor(monkeypatch):
+    # A Ray actor has no logging handler: the "saved PC state" lines of the resume check never printed.
+    import io
+    import logging
+
+    from recipe.pc.main_pc import configure_pc_logging
+
+    package = logging.getLogger("recipe.pc")
+    before = (list(package.handlers), package.level, package.propagate)
+    monkeypatch.delenv("PC_LOGGING_LEVEL", raising=False)
+    stream = io.StringIO()
+    try:
+        configure_pc_logging(stream)
+        configure_pc_logging(stream)  # idempotent: one handler, each line once
+        logging.getLogger("recipe.pc.pc_ray_trainer").info("saved PC state at step %d: %s", 4, "buffer 8")
+        logging.getLogger("recipe.pc.checkpoint").debug("not at INFO")
+        assert stream.getvalue() == "INFO recipe.pc.pc_ray_trainer: saved PC state at step 4: buffer 8\n"
+    finally:
+        package.handlers[:] = before[0]
+        package.setLevel(before[1])
+        package.propagate = before[2]

@@ -105,3 +105,19 @@ def test_other_bad_inputs(tmp_path, capsys):
     assert "--pc" in capsys.readouterr().err
     assert plan.main([FIXTURE, "--p-lower", "0.9", "--p-upper", "0.5"]) == 2
     assert "diversity_threshold_lower" in capsys.readouterr().err
+
+
+def test_gzipped_dumps_read_the_same(tmp_path):
+    import gzip
+
+    for step in (1, 2, 3):
+        with open(os.path.join(FIXTURE, f"{step}.jsonl"), "rb") as src:
+            with gzip.open(tmp_path / f"{step}.jsonl.gz", "wb") as dst:
+                dst.write(src.read())
+    plain = plan.read_pass_counts(plan.step_files(FIXTURE, (None, None)), "acc")
+    packed = plan.read_pass_counts(plan.step_files(str(tmp_path), (None, None)), "acc")
+    for a, b in zip(plain, packed, strict=True):
+        np.testing.assert_array_equal(a, b)
+    shutil.copy(os.path.join(FIXTURE, "2.jsonl"), tmp_path / "2.jsonl")
+    with pytest.raises(plan.DumpError, match="both <step>.jsonl and <step>.jsonl.gz"):
+        plan.step_files(str(tmp_path), (None, None))

@@ -16,6 +16,9 @@ export VLLM_USE_FLASHINFER_SAMPLER=0 RAY_AUTH_MODE=disabled
 RUNS=/tmp/runs
 M=/tmp/models/smollm2 TINY=/tmp/models/tiny_qwen2 D=/tmp/data
 STAGGER=${STAGGER:-25}
+# Every run is restarted (up to 3 times) if vLLM's start-up fails because another engine on its GPU changed
+# its memory use meanwhile; the resume check retries its own first run (a restart would resume instead).
+RETRY="docs/gpu-checks/retry_start.sh bash"
 
 # run NAME GPUS CMD...: a detached run pinned to GPUS with its own Ray temp dir and output folder.
 run() {
@@ -24,17 +27,18 @@ run() {
   mkdir -p "$RUNS/$name"
   echo "$(date +%T) start $name on GPUs $gpus: $*" | tee -a "$RUNS/launch.log"
   CUDA_VISIBLE_DEVICES=$gpus RAY_TMP=/tmp/ray_$name OUT_DIR=$RUNS/$name GPU_MEM_UTIL=${MEM:-0.07} RAY_NUM_CPUS=${CPUS:-5} \
-    setsid nohup bash -c "$*" >"$RUNS/$name/log.txt" 2>&1 </dev/null &
+    setsid nohup bash $RETRY -c "$*" >"$RUNS/$name/log.txt" 2>&1 </dev/null &
   echo $! >"$RUNS/$name/pid"
   sleep "$STAGGER"
 }
 
-case "${1:?setup | checks | regime | collect}" in
+case "${1:?setup | checks | regime | batch2 | collect}" in
   setup)
     python3 /tmp/smollm2_to_hf.py "$M" --gguf /tmp/smollm2.gguf --tiny "$TINY"
     python3 data/process_arithmetic.py --out_dir $D/smoke --levels 1 2 --train 160 --test 32
     python3 data/process_arithmetic.py --out_dir $D/tiny --levels 1 --train 40 --test 16
     python3 data/process_arithmetic.py --out_dir $D/spread --mix spread --train 3000 --test 200
+    python3 data/process_arithmetic.py --out_dir $D/default --mix default --train 3000 --test 200
     nvidia-smi --query-gpu=index,name,memory.total --format=csv
     ;;
   regime)
@@ -46,6 +50,46 @@ case "${1:?setup | checks | regime | collect}" in
       run pc4x12_spread_s$seed $((seed + 1)) MODEL_PATH=$M DATA_DIR=$D/spread STEPS=30 bash train_scripts/arith_pc_1gpu.sh \
         data.seed=$seed trainer.rollout_data_dir=$RUNS/pc4x12_spread_s$seed/dump
     done
+    ;;
+  batch2)
+    # Session 2026-11-26 b: #9's groups-of-16 comparison on both mixes (GRPO n = 16 and PC 4 + 12, seeds 1 and 2,
+    # 30 steps, every generated rollout dumped; one GRPO and one PC run per GPU), then the GPU checks still missing
+    # (#13: two Ray nodes, resume after SIGKILL, GRPO at dp 2; #15: the PPO update at rollout TP 2).
+    mkdir -p $RUNS
+    export STAGGER=20 CPUS=5
+    gpu=0
+    for algo in grpo16 pc4x12; do
+      script=arith_grpo_1gpu.sh
+      [ $algo = pc4x12 ] && script=arith_pc_1gpu.sh
+      for mix in default spread; do
+        for seed in 1 2; do
+          name=${algo}_${mix}_s$seed
+          MEM=0.10 run $name $((gpu % 4)) MODEL_PATH=$M DATA_DIR=$D/$mix STEPS=30 bash train_scripts/$script \
+            data.seed=$seed trainer.rollout_data_dir=$RUNS/$name/dump
+          gpu=$((gpu + 1))
+        done
+      done
+    done
+    micro="actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4"
+    micro="$micro actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"
+    export STAGGER=30
+    CPUS=14 run two_nodes 0,1 bash docs/gpu-checks/two_nodes.sh $M $D/smoke $micro
+    RETRY="" run resume 2 bash docs/gpu-checks/resume_check.sh $M $D/tiny $micro
+    CPUS=14 run grpo_tp2 0,1,2,3 MODEL_PATH=$TINY DATA_DIR=$D/smoke STEPS=3 bash train_scripts/smoke_1gpu.sh $micro \
+      trainer.n_gpus_per_node=4 actor_rollout_ref.rollout.tensor_model_parallel_size=2 \
+      actor_rollout_ref.actor.ulysses_sequence_parallel_size=1 algorithm.rollout_allocation=grpo data.gen_batch_size=8
+    CPUS=14 run grpo_dp2 2,3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=6 bash train_scripts/smoke_1gpu.sh $micro \
+      trainer.n_gpus_per_node=2 actor_rollout_ref.rollout.agent.num_workers=3 \
+      algorithm.rollout_allocation=grpo data.gen_batch_size=8
+    ;;
+  tp2)
+    # #15's PPO update at rollout TP 2, started alone (again) once the GPUs are quieter.
+    mkdir -p $RUNS
+    micro="actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4"
+    micro="$micro actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"
+    CPUS=14 STAGGER=1 run ${2:-grpo_tp2} 0,1,2,3 MODEL_PATH=$TINY DATA_DIR=$D/smoke STEPS=3 bash train_scripts/smoke_1gpu.sh $micro \
+      trainer.n_gpus_per_node=4 actor_rollout_ref.rollout.tensor_model_parallel_size=2 \
+      actor_rollout_ref.actor.ulysses_sequence_parallel_size=1 algorithm.rollout_allocation=grpo data.gen_batch_size=8
     ;;
   checks)
     # The multi-GPU checks. verl asks 3 Ray CPUs per GPU (CPUS=14 for 4 GPUs); the micro-batch sizes must divide
@@ -85,7 +129,32 @@ case "${1:?setup | checks | regime | collect}" in
     ;;
   collect)
     out=${OUT:?}
-    tar -C $RUNS -czf "$out/runs.tgz" --exclude='checkpoints' --exclude='*.pt' --exclude='*.safetensors' . 2>/dev/null || true
+    tar -C $RUNS -czf "$out/runs.tgz" --exclude='checkpoints' --exclude='dump' --exclude='*.pt' --exclude='*.safetensors' . 2>/dev/null || true
+    # The rollout dumps without their prompt and response text (what recipe.pc.plan and the histograms read);
+    # the full text only when it is small enough to come back.
+    python3 - "$RUNS" "$out" <<'PY'
+import glob, json, os, sys, tarfile, io
+runs, out = sys.argv[1:]
+with tarfile.open(os.path.join(out, "dumps.tgz"), "w:gz") as tar:
+    for path in sorted(glob.glob(os.path.join(runs, "*", "dump", "*.jsonl"))):
+        rows = []
+        for line in open(path):
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue  # a row being written
+            r.pop("input", None), r.pop("output", None)
+            rows.append(json.dumps(r))
+        data = ("\n".join(rows) + "\n").encode()
+        info = tarfile.TarInfo(os.path.relpath(path, runs))
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+print("dumps.tgz", os.path.getsize(os.path.join(out, "dumps.tgz")), "bytes")
+PY
+    if [ "${FULL_DUMPS:-0}" = 1 ]; then
+      tar -C $RUNS -cJf "$out/dumps_full.txz" $(cd $RUNS && ls -d */dump) 2>/dev/null || true
+      ls -l "$out"
+    fi
     for f in $RUNS/*/metrics.jsonl; do
       [ -f "$f" ] && echo "$(basename "$(dirname "$f")"): $(grep -c '"training/global_step"' "$f") steps"
     done

@@ -13,11 +13,21 @@ launch() {
     setsid bash train_scripts/smoke_1gpu.sh "${args[@]}" >"$out/run_$1.log" 2>&1 &
   echo $!
 }
-pid=$(launch first)
 # verl writes its "latest" marker last, after our PC state and the actor shards: step 4 is complete then.
 latest=$out/checkpoints/latest_checkpointed_iteration.txt
 state=$out/checkpoints/global_step_4/pilot_commit_state.pt
-until [ "$(cat "$latest" 2>/dev/null)" = 4 ] || ! kill -0 "$pid" 2>/dev/null; do sleep 0.5; done
+for try in 1 2 3; do
+  pid=$(launch first)
+  until [ "$(cat "$latest" 2>/dev/null)" = 4 ] || ! kill -0 "$pid" 2>/dev/null; do sleep 0.5; done
+  [ "$(cat "$latest" 2>/dev/null)" = 4 ] && break
+  # Died before step 4: retry only a failed vLLM start-up (another engine on the GPU), with a clean slate.
+  grep -q "Error in memory profiling\|No available memory for the cache blocks" "$out/run_first.log" || exit 1
+  cp "$out/run_first.log" "$out/run_first_failed_$try.log"
+  pkill -KILL -f "${RAY_TMP:?}([/ ]|$)" 2>/dev/null
+  rm -rf "$out/checkpoints" "$out/metrics_first.jsonl"
+  echo "first run failed at vLLM start-up (try $try); starting it again" >&2
+  sleep $((20 + RANDOM % 40))
+done
 sleep 1  # the summary line is logged right after the save
 driver=$(pgrep -f "recipe.pc.main_pc" -s "$pid" | head -1)
 echo "killing driver $driver (session $pid) at $(date +%T); state present: $([ -f "$state" ] && echo yes)"
@@ -25,7 +35,7 @@ kill -KILL "$driver" 2>/dev/null
 sleep 5
 kill -KILL -- "-$pid" 2>/dev/null
 sleep 5
-pkill -KILL -f "${RAY_TMP:?}" 2>/dev/null  # Ray processes of this run only (its own temp dir), never other runs'
+pkill -KILL -f "${RAY_TMP:?}([/ ]|$)" 2>/dev/null  # Ray processes of this run only (its own temp dir), never other runs'
 sleep 2
 pid=$(launch resumed)
 while kill -0 "$pid" 2>/dev/null; do sleep 2; done  # not our child (started in a subshell): poll

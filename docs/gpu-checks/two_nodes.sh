@@ -14,6 +14,8 @@ CUDA_VISIBLE_DEVICES=0 NODE_IP=127.0.0.1 NNODES=2 RAY_PORT=7200 RAY_TMP=/tmp/rc_
   MODEL_PATH=$MODEL DATA_DIR=$DATA STEPS=4 \
   bash train_scripts/ray_cluster.sh head train_scripts/smoke_1gpu.sh \
   trainer.nnodes=2 trainer.n_gpus_per_node=1 ray_kwargs.ray_init.num_cpus=null "$@"
-echo "head exit code $?"
+rc=$?
+echo "head exit code $rc"
 RAY_TMP=/tmp/rc_worker bash train_scripts/ray_cluster.sh stop
 ps aux | grep -c "[r]aylet" | sed 's/^/raylets still running on the host (other runs): /'
+exit "$rc"

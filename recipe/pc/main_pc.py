@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import logging
 import os
 import re
 import socket
@@ -27,6 +28,18 @@ from verl.trainer.main_ppo_v0 import BaseTaskRunner
 from verl.utils.device import auto_set_device
 
 from recipe.pc.settings import PCSettings, micro_batches
+
+# Variables the launchers set for the processes inside Ray. A Ray instance started by the driver inherits them;
+# on a cluster started beforehand (train_scripts/ray_cluster.sh, any `ray start`) the TaskRunner and workers do
+# not, so verl's file logger wrote to its default path in the first two-node GPU run.
+FORWARDED_ENV = (
+    "VERL_FILE_LOGGER_PATH",
+    "VERL_FILE_LOGGER_ROOT",
+    "TENSORBOARD_DIR",
+    "WANDB_MODE",
+    "WANDB_DIR",
+    "PC_LOGGING_LEVEL",
+)
 
 # A hub id is "owner/name"; anything starting like a path is a local folder.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -45,6 +58,7 @@ class PCTaskRunner(BaseTaskRunner):
 
         from recipe.pc.pc_ray_trainer import RayPCTrainer
 
+        configure_pc_logging()
         print(f"PCTaskRunner on {socket.gethostname()}, pid {os.getpid()}")
         OmegaConf.resolve(config)
         _, ray_worker_group_cls = self.add_actor_rollout_worker(config)
@@ -246,10 +260,43 @@ def _report_and_exit_on_problems(config, fetch_model: bool) -> None:
         sys.exit(1)
 
 
+def configure_pc_logging(stream=None) -> logging.Logger:
+    """Print the recipe's log lines (e.g. the PC state saved and resumed) inside the TaskRunner.
+
+    A Ray actor has no logging handler, so only warnings reached the console before. Level:
+    ``PC_LOGGING_LEVEL`` (default INFO). Calling it again changes nothing but the level.
+    """
+    log = logging.getLogger("recipe.pc")
+    if not any(getattr(h, "pc_handler", False) for h in log.handlers):
+        handler = logging.StreamHandler(stream or sys.stdout)
+        handler.pc_handler = True
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        log.addHandler(handler)
+    log.setLevel(os.getenv("PC_LOGGING_LEVEL", "INFO"))
+    log.propagate = False
+    return log
+
+
+def forward_driver_env(config, environ=os.environ) -> list[str]:
+    """Put the ``FORWARDED_ENV`` variables set here into ``ray_kwargs.ray_init.runtime_env.env_vars``.
+
+    verl's ``run_ppo`` merges that node into the job's runtime env, which reaches every process of the job
+    on every node. A value already given in the config wins. Returns the names added.
+    """
+    given = OmegaConf.select(config, "ray_kwargs.ray_init.runtime_env.env_vars", default=None) or {}
+    added = []
+    for name in FORWARDED_ENV:
+        if name in environ and name not in given:
+            OmegaConf.update(config, f"ray_kwargs.ray_init.runtime_env.env_vars.{name}", environ[name], force_add=True)
+            added.append(name)
+    return added
+
+
 @hydra.main(config_path="config", config_name="pc_trainer", version_base=None)
 def main(config):
     auto_set_device(config)
     _report_and_exit_on_problems(config, fetch_model=True)  # fail here, before Ray and the workers start
+    forward_driver_env(config)
     run_ppo(config, task_runner_class=PCTaskRunner)
 
 

@@ -2,7 +2,7 @@
 
     python -m recipe.pc.plan DUMP_DIR [--steps 10:20] [--group-size 16] [--pc 4+12,8+8] ...
 
-DUMP_DIR holds ``<step>.jsonl`` files written by this project's trainer with
+DUMP_DIR holds ``<step>.jsonl`` (or gzipped ``<step>.jsonl.gz``) files written by this project's trainer with
 ``trainer.rollout_data_dir=DUMP_DIR``: one JSON object per generated rollout with at least
 ``prompt_id`` and the metric (``acc`` by default). A prompt seen k times with s successes gets
 pass rate (s + a) / (k + a + b), with a Beta(a, b) prior from ``--prior a,b`` (default none: s/k).
@@ -17,6 +17,7 @@ trained group costs the same to train on; the criterion does not weigh PC's reus
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -57,9 +58,13 @@ def step_files(dump_dir: str, steps: tuple[int | None, int | None]) -> list[tupl
         raise DumpError(f"{dump_dir} is not a directory; {DUMP_HINT}")
     found = []
     for name in os.listdir(dump_dir):
-        stem, ext = os.path.splitext(name)
-        if ext == ".jsonl" and stem.isdigit():
+        # <step>.jsonl as the trainer writes it, or gzipped for keeping (docs/results/regimes).
+        stem = name.removesuffix(".gz").removesuffix(".jsonl")
+        if name in (f"{stem}.jsonl", f"{stem}.jsonl.gz") and stem.isdigit():
             found.append((int(stem), os.path.join(dump_dir, name)))
+    numbers = [s for s, _ in found]
+    if len(set(numbers)) != len(numbers):
+        raise DumpError(f"{dump_dir} holds both <step>.jsonl and <step>.jsonl.gz for a step; keep one")
     if not found:
         raise DumpError(f"{dump_dir} holds no <step>.jsonl files; {DUMP_HINT}")
     first, last = steps
@@ -89,7 +94,7 @@ def read_pass_counts(files: list[tuple[int, str]], metric: str) -> tuple[np.ndar
     seen: dict[int, float] = defaultdict(float)
     wins: dict[int, float] = defaultdict(float)
     for _, path in files:
-        with open(path) as handle:
+        with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as handle:
             for line_no, line in enumerate(handle, start=1):
                 if not line.strip():
                     continue

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# retry_start.sh CMD...: run CMD; if it fails during vLLM's start-up because another engine on the same GPU
+# changed its memory use meanwhile ("Error in memory profiling", "No available memory for the cache blocks"),
+# and no training step was logged yet, stop this run's own Ray processes and start again, up to
+# START_TRIES times (default 3). Any other failure is returned as it is. Each attempt's output is kept in
+# $OUT_DIR/attempt_<i>.log and also printed.
+set -uo pipefail
+tries=${START_TRIES:-3}
+metrics=${VERL_FILE_LOGGER_PATH:-$OUT_DIR/metrics.jsonl}
+for ((i = 1; i <= tries; i++)); do
+  "$@" 2>&1 | tee "$OUT_DIR/attempt_$i.log"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] && exit 0
+  grep -qs '"training/global_step"' "$metrics" && exit "$rc"
+  grep -q "Error in memory profiling\|No available memory for the cache blocks" "$OUT_DIR/attempt_$i.log" || exit "$rc"
+  echo "$(date +%T) attempt $i failed at vLLM start-up; retrying" >&2
+  # Only this run's Ray processes: their command lines name its own temp dir.
+  [ -n "${RAY_TMP:-}" ] && pkill -KILL -f "$RAY_TMP([/ ]|$)" 2>/dev/null
+  rm -f "$metrics"
+  sleep $((20 + RANDOM % 40))
+done
+exit "$rc"
