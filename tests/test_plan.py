@@ -121,3 +121,87 @@ def test_gzipped_dumps_read_the_same(tmp_path):
     shutil.copy(os.path.join(FIXTURE, "2.jsonl"), tmp_path / "2.jsonl")
     with pytest.raises(plan.DumpError, match="both <step>.jsonl and <step>.jsonl.gz"):
         plan.step_files(str(tmp_path), (None, None))
+
+
+def _write_metrics(path, per_step: dict[int, tuple[int, int, int, int]]) -> str:
+    """A verl file-logger log: step -> (generated rollouts, rounds, pass count, candidates)."""
+    with open(path, "w") as handle:
+        handle.write(json.dumps({"step": 0, "data": {"val-core/arith/acc/mean@4": 0.1}}) + "\n")
+        for step, (rollouts, rounds, passed, candidates) in per_step.items():
+            data = {
+                "rollout_stats/num_rollouts_sample": rollouts,
+                "training/num_gen_batches": rounds,
+                "filtering_stats/pass_count": passed,
+                "filtering_stats/num_candidates": candidates,
+            }
+            handle.write(json.dumps({"step": step, "data": data}) + "\n")
+    return str(path)
+
+
+def test_measured_runs_sit_beside_the_prediction_of_their_configuration(tmp_path, capsys):
+    args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12"]
+    log = _write_metrics(tmp_path / "pc.jsonl", {1: (300, 2, 3, 16), 2: (100, 1, 5, 8), 3: (200, 1, 4, 8)})
+    assert plan.main([FIXTURE, *args, "--window", "2", "--measured", f"pc:4+12={log}"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert len(table) == 2 + 3  # header, rule, windows 1..2 and 3..3, then "all"
+    config = plan.PilotCommit(4, 12, 8, 4)
+    cells = {}
+    for line, window, files, measured, rounds, rate in (
+        (table[2], "1..2", plan.step_files(FIXTURE, (1, 2)), 200, 1.5, 8 / 24),
+        (table[3], "3..3", plan.step_files(FIXTURE, (3, 3)), 200, 1.0, 4 / 8),
+    ):
+        _, seen, wins = plan.read_pass_counts(files, "acc")
+        pred = plan.predict(plan.pass_rates(seen, wins, (0.0, 0.0)), config)
+        cells[window] = pred.rollouts_per_step
+        row = [c.strip() for c in line.strip("|").split("|")]
+        assert row[0] == window and row[1] == "PC 4+12 G=8" and row[2] == log
+        assert row[3] == f"{pred.rollouts_per_step:.0f}" and row[4] == f"{measured:.0f}"
+        assert row[5] == f"{(pred.rollouts_per_step - measured) / measured:+.1%}"
+        assert row[6:] == [
+            f"{pred.rounds_per_step:.2f}",
+            f"{rounds:.2f}",
+            f"{pred.filter_pass_rate:.3f}",
+            f"{rate:.3f}",
+        ]
+    # "all" weighs each window by its logged steps: (2 x window 1..2 + 1 x window 3..3) / 3 against 200.
+    all_row = [c.strip() for c in table[4].strip("|").split("|")]
+    assert all_row[0] == "all" and all_row[3] == f"{(2 * cells['1..2'] + cells['3..3']) / 3:.0f}"
+
+
+def test_measured_errors_name_the_problem(tmp_path, capsys):
+    log = _write_metrics(tmp_path / "run.jsonl", {5: (100, 1, 1, 8)})
+    assert plan.main([FIXTURE, "--measured", f"pc:3+13={log}"]) == 2
+    assert "names none of the configurations" in capsys.readouterr().err
+    assert plan.main([FIXTURE, "--measured", f"grpo={log}"]) == 2
+    assert "no training step logged in 1..3" in capsys.readouterr().err
+    assert plan.main([FIXTURE, "--measured", "grpo"]) == 2
+    assert "expected KIND=METRICS" in capsys.readouterr().err
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text(json.dumps({"step": 1, "data": {"critic/score/mean": 0.5}}) + "\n")
+    assert plan.main([FIXTURE, "--measured", f"grpo={bare}"]) == 2
+    assert "num_rollouts_sample" in capsys.readouterr().err
+    assert plan.main([FIXTURE, "--window", "0", "--measured", f"grpo={log}"]) == 2
+
+
+def test_pass_rates_by_source_and_histogram(tmp_path, capsys):
+    rows = [json.loads(line) for line in open(os.path.join(FIXTURE, "1.jsonl"))]
+    for row in rows:  # two sources: even prompt ids "a", odd "b"
+        row["data_source"] = "a" if row["prompt_id"] % 2 == 0 else "b"
+    (tmp_path / "1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    png = tmp_path / "hist.png"
+    assert plan.main([str(tmp_path), "--by-source", "--histogram", str(png)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    ids, seen, wins = plan.read_pass_counts(plan.step_files(str(tmp_path), (None, None)), "acc")
+    rates = wins / seen
+    for line, mask in ((lines[2], ids % 2 == 0), (lines[3], ids % 2 == 1), (lines[4], ids >= 0)):
+        r = rates[mask]
+        row = [c.strip() for c in line.strip("|").split("|")]
+        assert row[2:] == [
+            str(len(r)),
+            f"{r.mean():.3f}",
+            f"{(r == 0).mean():.2f}",
+            f"{((r > 0) & (r < 1)).mean():.2f}",
+            f"{(r == 1).mean():.2f}",
+        ]
+    assert [line.split("|")[2].strip() for line in lines[2:]] == ["a", "b", "all"]
+    assert png.stat().st_size > 1000

@@ -7,6 +7,16 @@ DUMP_DIR holds ``<step>.jsonl`` (or gzipped ``<step>.jsonl.gz``) files written b
 ``prompt_id`` and the metric (``acc`` by default). A prompt seen k times with s successes gets
 pass rate (s + a) / (k + a + b), with a Beta(a, b) prior from ``--prior a,b`` (default none: s/k).
 
+Checking the model against a run (``--measured KIND=METRICS``, KIND ``grpo``, ``dapo`` or ``pc:P+C``): the
+run's logged ``rollout_stats/num_rollouts_sample`` and ``training/num_gen_batches`` (verl file logger, or
+any log ``recipe.pc.report`` reads), averaged over the same steps as the dump window, beside the prediction
+for that configuration, with the relative error. ``--window K`` repeats it for consecutive windows of K
+dumped steps (pass rates drift as the policy learns). Feed it the dump of a different run (e.g. the GRPO
+run of the same data and seed): a run's own dump is shaped by its own allocator.
+
+``--by-source`` prints, per window, each data source's pass-rate spread (how a data mix is calibrated);
+``--histogram PNG`` draws it (matplotlib, the ``report`` extra).
+
 Recommendation: the configuration with the fewest predicted generated rollouts per informative
 trained group (a group whose metric is not constant, so GRPO gets a gradient from it); ties go to
 fewer generation rounds per step. The default grid holds every method at one group size, so a
@@ -120,6 +130,61 @@ def read_pass_counts(files: list[tuple[int, str]], metric: str) -> tuple[np.ndar
     return ids, np.array([seen[i] for i in ids]), np.array([wins[i] for i in ids])
 
 
+def read_sources(files: list[tuple[int, str]]) -> dict[int, str]:
+    """Prompt id -> its ``data_source`` (``"?"`` when the dump has none)."""
+    sources: dict[int, str] = {}
+    for _, path in files:
+        with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as handle:
+            for line in handle:
+                if line.strip():
+                    row = json.loads(line)
+                    sources.setdefault(int(row["prompt_id"]), str(row.get("data_source", "?")))
+    return sources
+
+
+def source_table(chunks: list[list[tuple[int, str]]], metric: str, prior) -> str:
+    """Per window and data source: prompts seen, mean pass rate and the shares at 0, strictly between, and at 1."""
+    lines = [
+        "| steps | data source | prompts | mean pass rate | share at 0 | share in (0, 1) | share at 1 |",
+        "|" + "---|" * 7,
+    ]
+    for chunk in chunks:
+        ids, seen, wins = read_pass_counts(chunk, metric)
+        rates = pass_rates(seen, wins, prior)
+        sources = read_sources(chunk)
+        labels = np.array([sources[i] for i in ids])
+        for source in [*sorted(set(labels)), "all"]:
+            r = rates if source == "all" else rates[labels == source]
+            lines.append(
+                f"| {chunk[0][0]}..{chunk[-1][0]} | {source} | {len(r)} | {r.mean():.3f} | {(r == 0).mean():.2f} "
+                f"| {((r > 0) & (r < 1)).mean():.2f} | {(r == 1).mean():.2f} |"
+            )
+    return "\n".join(lines)
+
+
+def plot_histograms(chunks: list[list[tuple[int, str]]], metric: str, prior, path: str, title: str) -> None:
+    """One panel per window: per-prompt pass rates, stacked by data source."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(4.2 * len(chunks), 3.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(chunks), sharey=True, squeeze=False)[0]
+    for ax, chunk in zip(axes, chunks, strict=True):
+        ids, seen, wins = read_pass_counts(chunk, metric)
+        rates = pass_rates(seen, wins, prior)
+        sources = read_sources(chunk)
+        labels = np.array([sources[i] for i in ids])
+        names = sorted(set(labels))
+        ax.hist([rates[labels == n] for n in names], bins=np.linspace(0, 1, 18), stacked=True, label=names)
+        ax.set_title(f"steps {chunk[0][0]}..{chunk[-1][0]} ({len(ids)} prompts)")
+        ax.set_xlabel("per-prompt pass rate")
+    axes[0].set_ylabel("prompts")
+    axes[-1].legend(fontsize=7)
+    fig.suptitle(title)
+    fig.savefig(path, dpi=110)
+
+
 def pass_rates(seen: np.ndarray, wins: np.ndarray, prior: tuple[float, float]) -> np.ndarray:
     a, b = prior
     return (wins + a) / (seen + a + b)
@@ -154,6 +219,80 @@ def configurations(args) -> list:
     return configs
 
 
+def parse_measured(specs: list[str], configs: list) -> list[tuple[str, object, str]]:
+    """``KIND=PATH`` -> (kind, the configuration in ``configs`` it names, path)."""
+    out = []
+    for spec in specs:
+        kind, eq, path = spec.partition("=")
+        if not eq or not path:
+            raise DumpError(f"--measured {spec!r}: expected KIND=METRICS with KIND grpo, dapo or pc:P+C")
+        if kind in ("grpo", "dapo"):
+            wanted = GRPO if kind == "grpo" else DAPO
+            match = [c for c in configs if type(c) is wanted]
+        elif kind.startswith("pc:"):
+            split = parse_splits(kind[3:])
+            match = [c for c in configs if isinstance(c, PilotCommit) and [(c.n_pilot, c.n_commit)] == split]
+        else:
+            match = []
+        if len(match) != 1:
+            labels = ", ".join(c.label for c in configs)
+            raise DumpError(
+                f"--measured {spec!r}: {kind!r} names none of the configurations ({labels}); add it with --pc"
+            )
+        out.append((kind, match[0], path))
+    return out
+
+
+def measured_per_step(path: str, first: int, last: int) -> tuple[float, float, float, int]:
+    """Over steps first..last of a run's log: mean generated rollouts and generation rounds per step, the
+    share of filtered candidates that passed (PC: pilots in the band; nan when not logged), and the step count."""
+    from recipe.pc.report import ReportError, load_run
+
+    try:
+        frame = load_run(path)
+    except ReportError as err:
+        raise DumpError(f"--measured {path}: {err}") from None
+    columns = ("rollout_stats/num_rollouts_sample", "training/num_gen_batches")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise DumpError(f"--measured {path}: no {missing} in the log; it must come from this project's trainer")
+    rows = frame.loc[(frame.index >= first) & (frame.index <= last), list(columns)].dropna()
+    if rows.empty:
+        raise DumpError(f"--measured {path}: no training step logged in {first}..{last}")
+    passed = "filtering_stats/pass_count", "filtering_stats/num_candidates"
+    rate = float("nan")
+    if all(c in frame.columns for c in passed):
+        window = frame.loc[rows.index, list(passed)].fillna(0).sum()
+        rate = float(window[passed[0]] / window[passed[1]]) if window[passed[1]] > 0 else rate
+    return float(rows[columns[0]].mean()), float(rows[columns[1]].mean()), rate, len(rows)
+
+
+def windows(files: list[tuple[int, str]], size: int | None) -> list[list[tuple[int, str]]]:
+    """Consecutive windows of ``size`` dumped steps (the last may be shorter); None: one window."""
+    if not size:
+        return [files]
+    return [files[i : i + size] for i in range(0, len(files), size)]
+
+
+def comparison_table(rows: list[tuple]) -> str:
+    lines = [
+        "| steps | configuration | run | predicted rollouts/step | measured rollouts/step | error "
+        "| predicted rounds/step | measured rounds/step | predicted filter pass rate | measured filter pass rate |",
+        "|" + "---|" * 10,
+    ]
+
+    def cell(value: float, fmt: str) -> str:
+        return "—" if math.isnan(value) else format(value, fmt)
+
+    for window, label, path, pred, meas, pred_rounds, meas_rounds, pred_rate, meas_rate in rows:
+        error = (pred - meas) / meas
+        lines.append(
+            f"| {window} | {label} | {path} | {pred:.0f} | {meas:.0f} | {error:+.1%} | {cell(pred_rounds, '.2f')} "
+            f"| {cell(meas_rounds, '.2f')} | {cell(pred_rate, '.3f')} | {cell(meas_rate, '.3f')} |"
+        )
+    return "\n".join(lines)
+
+
 def recommend(predictions: list[Prediction]) -> Prediction | None:
     finite = [p for p in predictions if math.isfinite(p.rollouts_per_informative_group)]
     if not finite:
@@ -177,6 +316,33 @@ def format_table(predictions: list[Prediction]) -> str:
     return "\n".join(lines)
 
 
+def compare_with_runs(files, measured, metric: str, prior, window: int | None) -> str:
+    """The comparison table: per window of dumped steps, each measured run beside its configuration's prediction."""
+    rows, totals = [], defaultdict(lambda: [0.0, 0.0, 0])
+    for chunk in windows(files, window):
+        first, last = chunk[0][0], chunk[-1][0]
+        _, seen, wins = read_pass_counts(chunk, metric)
+        rates = pass_rates(seen, wins, prior)
+        for _, config, path in measured:
+            pred = predict(rates, config)
+            meas, meas_rounds, meas_rate, n = measured_per_step(path, first, last)
+            # GRPO filters nothing; its "filter pass rate" (groups with spread) has no logged counterpart.
+            pred_rate = float("nan") if isinstance(config, GRPO) else pred.filter_pass_rate
+            window = f"{first}..{last}"
+            rows.append(
+                (window, config.label, path, pred.rollouts_per_step, meas, pred.rounds_per_step, meas_rounds)
+                + (pred_rate, meas_rate)
+            )
+            total = totals[(config.label, path)]
+            total[0] += pred.rollouts_per_step * n
+            total[1] += meas * n
+            total[2] += n
+    if len(rows) > len(measured):
+        for (label, path), (pred_sum, meas_sum, n) in totals.items():
+            rows.append(("all", label, path, pred_sum / n, meas_sum / n, *[float("nan")] * 4))
+    return comparison_table(rows)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m recipe.pc.plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("dump_dir", help="folder of <step>.jsonl rollout dumps (trainer.rollout_data_dir)")
@@ -192,6 +358,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-off-steps", type=int, default=4, help="algorithm.buffer_max_off_steps")
     parser.add_argument("--max-num-gen-batches", type=int, default=10, help="rounds allowed per step (<= 0: no limit)")
     parser.add_argument("--simulate", type=int, default=0, metavar="STEPS", help="also run the simulator this long")
+    parser.add_argument(
+        "--measured",
+        action="append",
+        default=[],
+        metavar="KIND=METRICS",
+        help="compare with a run's log: KIND grpo, dapo or pc:P+C (repeatable)",
+    )
+    parser.add_argument("--window", type=int, default=None, metavar="K", help="split the steps into windows of K")
+    parser.add_argument("--by-source", action="store_true", help="per window: pass rates per data source")
+    parser.add_argument("--histogram", metavar="PNG", help="per window: a histogram of per-prompt pass rates")
     return parser
 
 
@@ -204,9 +380,24 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print(f"error: --prior {args.prior!r}: expected two non-negative numbers a,b", file=sys.stderr)
         return 2
+    if args.window is not None and args.window < 1:
+        print(f"error: --window {args.window}: expected a number of steps >= 1", file=sys.stderr)
+        return 2
     try:
         configs = configurations(args)
+        measured = parse_measured(args.measured, configs)
         files = step_files(args.dump_dir, parse_steps(args.steps))
+        if args.by_source or args.histogram:
+            chunks = windows(files, args.window)
+            if args.by_source:
+                print(source_table(chunks, args.metric, prior))
+            if args.histogram:
+                plot_histograms(chunks, args.metric, prior, args.histogram, args.dump_dir)
+                print(f"wrote {args.histogram}", file=sys.stderr)
+            return 0
+        if measured:
+            print(compare_with_runs(files, measured, args.metric, prior, args.window))
+            return 0
         ids, seen, wins = read_pass_counts(files, args.metric)
         rates = pass_rates(seen, wins, prior)
         predictions = [predict(rates, c) for c in configs]
