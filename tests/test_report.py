@@ -569,3 +569,17 @@ def test_cli_fails_when_nothing_is_usable(tmp_path):
 @pytest.fixture(autouse=True)
 def _capture_warnings(caplog):
     caplog.set_level(logging.WARNING)
+
+
+def test_a_long_benchmark_list_is_shortened_on_the_axis_but_kept_in_the_caption():
+    import argparse
+
+    from recipe.pc.report import _describe
+
+    args = argparse.Namespace(smooth=1)
+    few = ["arith_l1", "arith_l2"]
+    many = [f"arith_l{i}" for i in range(1, 8)]
+    assert _describe(args, few, {b: f"val-core/{b}/acc/mean@4" for b in few})[1] == "mean accuracy (arith_l1, arith_l2)"
+    caption, ylabel = _describe(args, many, {b: f"val-core/{b}/acc/mean@4" for b in many})
+    assert ylabel == "mean accuracy (7 benchmarks)"
+    assert all(f"{b} (mean@4)" in caption for b in many)

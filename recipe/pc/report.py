@@ -810,7 +810,9 @@ def _describe(args: argparse.Namespace, benchmarks: list[str], columns: dict[str
     """Caption text for the averaged benchmarks and smoothing, and the plot's y label."""
     bench_text = ", ".join(f"{b} ({columns[b].rsplit('/', 1)[1]})" for b in benchmarks)
     smoothing = f"trailing average of {args.smooth} validation points" if args.smooth > 1 else "unsmoothed"
-    ylabel = f"mean accuracy ({', '.join(benchmarks)})" + (f", smoothed K={args.smooth}" if args.smooth > 1 else "")
+    # Many benchmark names do not fit beside the axis; the caption lists them.
+    names = ", ".join(benchmarks) if len(", ".join(benchmarks)) <= 40 else f"{len(benchmarks)} benchmarks"
+    ylabel = f"mean accuracy ({names})" + (f", smoothed K={args.smooth}" if args.smooth > 1 else "")
     return f"mean of {bench_text}, {smoothing}", ylabel
 
 
