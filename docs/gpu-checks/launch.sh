@@ -7,6 +7,8 @@
 #   bash docs/gpu-checks/launch.sh setup     # models and data (~1 min)
 #   bash docs/gpu-checks/launch.sh checks    # the multi-GPU checks, detached, 60 s apart; logs under /tmp/runs/<run>/
 #   bash docs/gpu-checks/launch.sh regime    # #9's first regime batch (4 runs of 30 steps, one GPU each)
+#   bash docs/gpu-checks/launch.sh batch2    # 8 regime runs (2 a GPU) and the checks still missing, 20-30 s apart
+#   bash docs/gpu-checks/launch.sh tp2 NAME  # the rollout-TP-2 GRPO check alone, logs under /tmp/runs/NAME/
 #   bash docs/gpu-checks/launch.sh collect   # a tarball of the logs into $OUT
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)

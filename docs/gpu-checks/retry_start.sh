@@ -13,10 +13,12 @@ for ((i = 1; i <= tries; i++)); do
   [ "$rc" = 0 ] && exit 0
   grep -qs '"training/global_step"' "$metrics" && exit "$rc"
   grep -q "Error in memory profiling\|No available memory for the cache blocks" "$OUT_DIR/attempt_$i.log" || exit "$rc"
+  [ "$i" -lt "$tries" ] || break
   echo "$(date +%T) attempt $i failed at vLLM start-up; retrying" >&2
   # Only this run's Ray processes: their command lines name its own temp dir.
   [ -n "${RAY_TMP:-}" ] && pkill -KILL -f "$RAY_TMP([/ ]|$)" 2>/dev/null
   rm -f "$metrics"
-  sleep $((20 + RANDOM % 40))
+  sleep "${RETRY_SLEEP_S:-$((20 + RANDOM % 40))}"
 done
+echo "$(date +%T) attempt $i failed at vLLM start-up; giving up after $tries" >&2
 exit "$rc"

@@ -1,0 +1,47 @@
+"""docs/gpu-checks/retry_start.sh: it restarts a run only for vLLM's start-up memory race, before any step."""
+
+import os
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "docs", "gpu-checks", "retry_start.sh")
+STEP = '{"step": 1, "data": {"training/global_step": 1}}'
+RACE = "AssertionError: Error in memory profiling. Initial free memory 66.4 GiB, current free memory 72.06 GiB."
+
+
+def run_with_retry(tmp_path, body: str, tries: int = 3) -> tuple[int, int, str]:
+    """Run a fake training command under retry_start.sh; (exit code, times it ran, stderr)."""
+    counter = tmp_path / "count"
+    command = f"n=$(($(cat {counter} 2>/dev/null || echo 0) + 1)); echo $n > {counter}; {body}"
+    env = {**os.environ, "OUT_DIR": str(tmp_path), "START_TRIES": str(tries), "RETRY_SLEEP_S": "0"}
+    env.pop("RAY_TMP", None)
+    env.pop("VERL_FILE_LOGGER_PATH", None)
+    result = subprocess.run(["bash", SCRIPT, "bash", "-c", command], env=env, capture_output=True, text=True)
+    return result.returncode, int(counter.read_text()), result.stderr
+
+
+def test_the_memory_race_is_retried_until_a_start_succeeds(tmp_path):
+    rc, runs, _ = run_with_retry(tmp_path, f'[ $n -lt 3 ] && {{ echo "{RACE}"; exit 1; }}; exit 0')
+    assert (rc, runs) == (0, 3)
+    assert (tmp_path / "attempt_1.log").read_text().strip() == RACE
+
+
+def test_it_gives_up_after_start_tries(tmp_path):
+    rc, runs, err = run_with_retry(tmp_path, f'echo "{RACE}"; exit 7', tries=2)
+    assert (rc, runs) == (7, 2)
+    assert "giving up after 2" in err
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "echo 'RuntimeError: CUDA out of memory'; exit 3",  # another failure: returned as it is
+        # the race message, but a training step was already logged: a restart would start the run over
+        f"echo '{STEP}' > $OUT_DIR/metrics.jsonl; echo \"{RACE}\"; exit 3",
+    ],
+)
+def test_other_failures_and_started_runs_are_not_retried(tmp_path, body):
+    rc, runs, _ = run_with_retry(tmp_path, body)
+    assert (rc, runs) == (3, 1)
