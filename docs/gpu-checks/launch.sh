@@ -9,6 +9,7 @@
 #   bash docs/gpu-checks/launch.sh regime    # #9's first regime batch (4 runs of 30 steps, one GPU each)
 #   bash docs/gpu-checks/launch.sh batch2    # 8 regime runs (2 a GPU) and the checks still missing, 20-30 s apart
 #   bash docs/gpu-checks/launch.sh tp2 NAME  # the rollout-TP-2 GRPO check alone, logs under /tmp/runs/NAME/
+#   bash docs/gpu-checks/launch.sh batch docs/results/regimes/batch3.txt   # a regime batch file, 2 runs a GPU
 #   bash docs/gpu-checks/launch.sh collect   # a tarball of the logs into $OUT
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -41,6 +42,7 @@ case "${1:?setup | checks | regime | batch2 | collect}" in
     python3 data/process_arithmetic.py --out_dir $D/tiny --levels 1 --train 40 --test 16
     python3 data/process_arithmetic.py --out_dir $D/spread --mix spread --train 3000 --test 200
     python3 data/process_arithmetic.py --out_dir $D/default --mix default --train 3000 --test 200
+    python3 data/process_arithmetic.py --out_dir $D/calibrated --mix calibrated --train 3000 --test 200
     nvidia-smi --query-gpu=index,name,memory.total --format=csv
     ;;
   regime)
@@ -83,6 +85,19 @@ case "${1:?setup | checks | regime | batch2 | collect}" in
     CPUS=14 run grpo_dp2 2,3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=6 bash train_scripts/smoke_1gpu.sh $micro \
       trainer.n_gpus_per_node=2 actor_rollout_ref.rollout.agent.num_workers=3 \
       algorithm.rollout_allocation=grpo data.gen_batch_size=8
+    ;;
+  batch)
+    # A regime batch file (docs/results/regimes/batch*.txt): one run a line, NAME MIX SCRIPT OVERRIDES..., 30 steps,
+    # every generated rollout dumped, run i on GPU i mod 4 (two runs a GPU for 8 lines), 20 s apart.
+    mkdir -p $RUNS
+    export STAGGER=20 CPUS=5
+    i=0
+    while read -r name mix script overrides; do
+      case "$name" in '' | '#'*) continue ;; esac
+      MEM=0.10 run "$name" $((i % 4)) MODEL_PATH=$M DATA_DIR=$D/$mix STEPS=30 bash train_scripts/$script \
+        $overrides trainer.rollout_data_dir=$RUNS/$name/dump
+      i=$((i + 1))
+    done <"${2:?a batch file, e.g. docs/results/regimes/batch3.txt}"
     ;;
   tp2)
     # #15's PPO update at rollout TP 2, started alone (again) once the GPUs are quieter.

@@ -1,0 +1,84 @@
+"""The regime batch files (docs/results/regimes/batch*.txt) that docs/gpu-checks/launch.sh starts on a GPU host:
+every line composes and passes the start-up checks on CPU (DRY_RUN=1), so a lease is not spent on a typo, and
+each configuration is the one its name says (group size, pilot split, 4 updates a step, seed, mix)."""
+
+import glob
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import ROOT
+from omegaconf import OmegaConf
+
+from recipe.pc.settings import PCSettings
+
+BATCHES = sorted(glob.glob(os.path.join(ROOT, "docs", "results", "regimes", "batch*.txt")))
+NAME = re.compile(r"^(?P<algo>grpo|dapo|pc)(?P<a>\d+)(?:x(?P<b>\d+))?(?P<ref>ref)?_(?P<mix>\w+)_s(?P<seed>\d+)$")
+
+
+def batch_lines() -> list[tuple[str, str, str, list[str]]]:
+    lines = []
+    for path in BATCHES:
+        for line in open(path):
+            if line.strip() and not line.startswith("#"):
+                name, mix, script, *overrides = line.split()
+                lines.append((name, mix, script, overrides))
+    return lines
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mixes")
+    for mix in {mix for _, mix, _, _ in batch_lines()}:
+        (root / mix).mkdir()
+        for name in ("train.parquet", "test.parquet"):
+            (root / mix / name).touch()  # the start-up checks test that the files exist
+    return root
+
+
+def test_batch_files_exist_and_names_are_unique():
+    names = [name for name, *_ in batch_lines()]
+    assert BATCHES and len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("name,mix,script,overrides", batch_lines(), ids=[line[0] for line in batch_lines()])
+def test_each_run_composes_as_its_name_says(name, mix, script, overrides, data_root, tmp_path):
+    from data.process_arithmetic import MIXES
+
+    assert mix in MIXES, f"{name}: mix {mix!r} is not a --mix of data/process_arithmetic.py"
+    env = {k: v for k, v in os.environ.items() if k not in ("MODEL_PATH", "OUT_DIR", "VERL_FILE_LOGGER_PATH")}
+    env.update(
+        DRY_RUN="1",
+        DATA_DIR=str(data_root / mix),
+        OUT_DIR=str(tmp_path),
+        STEPS="30",
+        PATH=os.path.dirname(sys.executable) + os.pathsep + env["PATH"],
+    )
+    out = subprocess.run(
+        ["bash", os.path.join(ROOT, "train_scripts", script), *overrides],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    cfg = OmegaConf.create(yaml.safe_load(out.stdout))
+    settings = PCSettings.from_config(cfg)
+    want = NAME.match(name)
+    assert want, f"{name}: not ALGO<n>[x<commit>][ref]_<mix>_s<seed>"
+    assert settings.method == {"grpo": "grpo", "dapo": "dapo", "pc": "pilot_commit"}[want["algo"]]
+    if want["algo"] == "pc":
+        assert (settings.n_pilot, settings.n_commit) == (int(want["a"]), int(want["b"]))
+    assert settings.group_size == int(want["a"]) + int(want["b"] or 0)
+    assert cfg.data.seed == int(want["seed"]) and cfg.data.train_files.startswith(str(data_root / mix))
+    assert cfg.trainer.total_training_steps == 30
+    # Equal updates a step for every method (the issue's condition): 4 PPO mini-batches of the trained prompts.
+    assert cfg.data.train_batch_size == 4 * cfg.actor_rollout_ref.actor.ppo_mini_batch_size
+    # "ref" in the name, and only there: the reference preset (its mini-batch arithmetic), labelled so.
+    assert cfg.trainer.get("preset") == ("reference" if want["ref"] else None)
+    assert cfg.algorithm.partial_mini_batch == bool(want["ref"])
+    if want["algo"] == "pc":  # for GRPO and DAPO the two units are the same rows
+        assert cfg.algorithm.mini_batch_unit == ("rollout_n" if want["ref"] else "group")
