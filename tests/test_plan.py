@@ -35,6 +35,7 @@ def test_command_runs_on_the_fixture():
     for label in ("GRPO n=16", "DAPO n=16 G=8", "PC 2+14 G=8", "PC 4+12 G=8", "PC 8+8 G=8"):
         assert f"| {label} | 16 |" in out
     assert "recommended: " in out
+    assert plan.CRITERION_CAVEAT in out  # the measured limit of the criterion goes with every recommendation
 
 
 def test_pass_rates_per_prompt_and_window():
