@@ -583,3 +583,31 @@ def test_a_long_benchmark_list_is_shortened_on_the_axis_but_kept_in_the_caption(
     caption, ylabel = _describe(args, many, {b: f"val-core/{b}/acc/mean@4" for b in many})
     assert ylabel == "mean accuracy (7 benchmarks)"
     assert all(f"{b} (mean@4)" in caption for b in many)
+
+
+def test_means_table_per_run_and_per_configuration(caplog):
+    import pandas as pd
+
+    from recipe.pc.report import means_markdown, means_table
+
+    def frame(values, extra=None):
+        data = {"actor/grad_norm": values, **(extra or {})}
+        return pd.DataFrame(data, index=pd.Index(range(1, len(values) + 1), name="step"))
+
+    frames = {
+        "pc_s1": frame([1.0, 3.0], {"actor/ppo_kl": [0.1, 0.3]}),  # means 2.0 and 0.2
+        "pc_s2": frame([4.0, 4.0, float("nan")], {"actor/ppo_kl": [0.4, 0.4, 0.4]}),  # a step without grad_norm
+        "grpo": frame([1.0]),  # never logged ppo_kl
+    }
+    metrics = ["actor/grad_norm", "actor/ppo_kl"]
+    per_config = means_table(frames, metrics, seeds=True).set_index("configuration")
+    assert per_config.loc["pc", "runs"] == 2
+    assert per_config.loc["pc", "actor/grad_norm"] == pytest.approx(3.0)  # (2.0 + 4.0) / 2
+    assert (per_config.loc["pc", "actor/grad_norm min"], per_config.loc["pc", "actor/grad_norm max"]) == (2.0, 4.0)
+    assert per_config.loc["pc", "actor/ppo_kl"] == pytest.approx(0.3)
+    assert pd.isna(per_config.loc["grpo", "actor/ppo_kl"])
+    assert "run grpo: no actor/ppo_kl logged" in caplog.text
+    text = means_markdown(means_table(frames, metrics, seeds=True), metrics)
+    assert "| pc | 2 | 3 (2–4) | 0.3 (0.2–0.4) |" in text and "| grpo | 1 | 1 | — |" in text
+    per_run = means_table(frames, metrics, seeds=False)
+    assert list(per_run["run"]) == ["pc_s1", "pc_s2", "grpo"] and list(per_run["runs"]) == [1, 1, 1]

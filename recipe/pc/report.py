@@ -64,6 +64,9 @@ of the baseline's smoothed mean curve. Per configuration: how many seeds reach t
 min-max and sample std (ddof=1) of rollouts-to-target over the seeds that do; speed-up = reference mean /
 this mean, only when every seed of both reached it.
 
+``--means M1,M2``: each metric's mean over the steps that logged it, per run (with ``--seeds``: per configuration,
+the mean of its seeds' means and their min–max), as ``means_table.md``/``.csv`` and after the table on stdout.
+
 Outputs: the Markdown table on stdout, ``--out DIR`` (default ``report/``) gets ``table.md``, ``table.csv`` and
 ``accuracy_vs_rollouts.png`` (with ``--seeds``: ``seeds_table.md``, ``seeds_table.csv`` and
 ``seeds_accuracy_vs_rollouts.png``), and a ``wrote <path>`` line per file goes to stderr. Without matplotlib
@@ -735,6 +738,11 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"folder for the tables and the plot (default: {DEFAULT_OUT}/, created if missing)",
     )
     parser.add_argument("--no-plot", action="store_true", help="skip the plot (matplotlib not needed)")
+    parser.add_argument(
+        "--means",
+        metavar="M1,M2",
+        help="also a table of these metrics' means over the training steps (means_table.md), per run or configuration",
+    )
     args = parser.parse_args(argv)
     if args.smooth < 1:
         parser.error(f"--smooth must be >= 1, got {args.smooth}")
@@ -879,6 +887,50 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> str:
     return markdown
 
 
+def means_table(frames: dict[str, pd.DataFrame], metrics: list[str], seeds: bool) -> pd.DataFrame:
+    """Each metric's mean over the steps that logged it, per run; with ``seeds``, per configuration: the mean of
+    its seeds' means and their min and max. A metric a run did not log is NaN (and warned about)."""
+    per_run = {}
+    for label, frame in frames.items():
+        for metric in metrics:
+            if metric not in frame.columns:
+                logger.warning("run %s: no %s logged", label, metric)
+        per_run[label] = {m: float(frame[m].mean()) if m in frame.columns else float("nan") for m in metrics}
+    groups = seed_groups(list(frames)) if seeds else {label: [label] for label in frames}
+    rows = []
+    for config, labels in groups.items():
+        row = {"configuration" if seeds else "run": config, "runs": len(labels)}
+        for m in metrics:
+            values = pd.Series([per_run[label][m] for label in labels], dtype=float)
+            row[m] = values.mean(skipna=False)
+            row[f"{m} min"], row[f"{m} max"] = values.min(skipna=False), values.max(skipna=False)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def means_markdown(table: pd.DataFrame, metrics: list[str]) -> str:
+    key = table.columns[0]
+    lines = [
+        "Mean over the logged training steps"
+        + (" (seeds: mean of their means, min–max)" if key != "run" else "")
+        + ".",
+        "",
+        f"| {key} | runs | " + " | ".join(metrics) + " |",
+        "|" + "---|" * (len(metrics) + 2),
+    ]
+    for _, row in table.iterrows():
+        cells = []
+        for m in metrics:
+            if pd.isna(row[m]):
+                cells.append("—")
+            elif row["runs"] > 1:
+                cells.append(f"{row[m]:.4g} ({row[f'{m} min']:.4g}–{row[f'{m} max']:.4g})")
+            else:
+                cells.append(f"{row[m]:.4g}")
+        lines.append(f"| {row[key]} | {row['runs']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
     """Run the whole report; returns the Markdown table and the files written.
 
@@ -892,6 +944,13 @@ def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
         markdown = _seed_report(args, curves, benchmarks, columns, written)
     else:
         markdown = _per_run_report(args, frames, curves, benchmarks, columns, written)
+    if args.means:
+        metrics = [m.strip() for m in args.means.split(",") if m.strip()]
+        table = means_table(frames, metrics, args.seeds)
+        extra = means_markdown(table, metrics)
+        _write(args.out / "means_table.md", extra, written)
+        _write(args.out / "means_table.csv", table.to_csv(index=False), written)
+        markdown += "\n" + extra
     return markdown, written
 
 

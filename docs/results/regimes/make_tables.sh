@@ -4,11 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 R=docs/results/regimes D=docs/results/regimes/2026-11-26
+MEANS=actor/grad_norm,actor/ppo_kl,actor/pg_clipfrac,actor/entropy,training/zero_variance_group_frac,filtering_stats/pass_rate
 # Accuracy against generated rollouts, seeds aggregated (pc4x12_spread_s2 stopped at step 2: left out).
-python -m recipe.pc.report --seeds --out $R/default \
+python -m recipe.pc.report --seeds --means $MEANS --out $R/default \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl >/dev/null
-python -m recipe.pc.report --seeds --out $R/spread \
+python -m recipe.pc.report --seeds --means $MEANS --out $R/spread \
   grpo16_s1=$D/grpo16_spread_s1/metrics.jsonl grpo16_s2=$D/grpo16_spread_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_spread_s1/metrics.jsonl >/dev/null
 for mix in default spread; do
