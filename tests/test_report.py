@@ -611,3 +611,17 @@ def test_means_table_per_run_and_per_configuration(caplog):
     assert "| pc | 2 | 3 (2–4) | 0.3 (0.2–0.4) |" in text and "| grpo | 1 | 1 | — |" in text
     per_run = means_table(frames, metrics, seeds=False)
     assert list(per_run["run"]) == ["pc_s1", "pc_s2", "grpo"] and list(per_run["runs"]) == [1, 1, 1]
+
+
+def test_at_steps_lists_each_runs_accuracy_and_rollouts(caplog):
+    import pandas as pd
+
+    from recipe.pc.report import at_steps_markdown
+
+    curve = pd.DataFrame(
+        {"rollouts": [0, 5120, 10240], "accuracy": [0.1, 0.2, 0.4], "smoothed": [0.1, 0.15, 0.3]},
+        index=pd.Index([0, 10, 20], name="step"),
+    )
+    text = at_steps_markdown({"grpo_s1": curve}, [10, 15])
+    assert "| grpo_s1 | 0.150 | 5,120 | — | — |" in text  # the smoothed value, as the table uses
+    assert "run grpo_s1: no validation at step 15" in caplog.text

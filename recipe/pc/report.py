@@ -64,6 +64,9 @@ of the baseline's smoothed mean curve. Per configuration: how many seeds reach t
 min-max and sample std (ddof=1) of rollouts-to-target over the seeds that do; speed-up = reference mean /
 this mean, only when every seed of both reached it.
 
+``--at-steps S1,S2``: each run's validation accuracy (averaged and smoothed as for the table) and cumulative
+generated rollouts at those validation steps, as ``at_steps.md`` and after the table on stdout.
+
 ``--means M1,M2``: each metric's mean over the steps that logged it, per run (with ``--seeds``: per configuration,
 the mean of its seeds' means and their min–max), as ``means_table.md``/``.csv`` and after the table on stdout.
 
@@ -739,6 +742,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-plot", action="store_true", help="skip the plot (matplotlib not needed)")
     parser.add_argument(
+        "--at-steps",
+        metavar="S1,S2",
+        type=lambda text: [int(x) for x in text.split(",") if x.strip()],
+        help="also a table of each run's validation accuracy and cumulative rollouts at these steps (at_steps.md)",
+    )
+    parser.add_argument(
         "--means",
         metavar="M1,M2",
         help="also a table of these metrics' means over the training steps (means_table.md), per run or configuration",
@@ -931,6 +940,23 @@ def means_markdown(table: pd.DataFrame, metrics: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def at_steps_markdown(curves: dict[str, pd.DataFrame], steps: list[int]) -> str:
+    """Per run: the (smoothed) validation accuracy and cumulative generated rollouts at each of ``steps``."""
+    head = "| run | " + " | ".join(f"acc. at step {s} | rollouts at step {s}" for s in steps) + " |"
+    lines = ["Validation accuracy (as averaged for the table) and cumulative generated rollouts at given steps.", ""]
+    lines += [head, "|" + "---|" * (1 + 2 * len(steps))]
+    for label, curve in curves.items():
+        cells = []
+        for step in steps:
+            if step in curve.index:
+                cells += [f"{curve.loc[step, 'smoothed']:.3f}", f"{curve.loc[step, 'rollouts']:,.0f}"]
+            else:
+                logger.warning("run %s: no validation at step %d", label, step)
+                cells += ["—", "—"]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
     """Run the whole report; returns the Markdown table and the files written.
 
@@ -944,6 +970,10 @@ def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
         markdown = _seed_report(args, curves, benchmarks, columns, written)
     else:
         markdown = _per_run_report(args, frames, curves, benchmarks, columns, written)
+    if args.at_steps:
+        extra = at_steps_markdown(curves, args.at_steps)
+        _write(args.out / "at_steps.md", extra, written)
+        markdown += "\n" + extra
     if args.means:
         metrics = [m.strip() for m in args.means.split(",") if m.strip()]
         table = means_table(frames, metrics, args.seeds)

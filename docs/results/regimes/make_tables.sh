@@ -4,12 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 R=docs/results/regimes D=docs/results/regimes/2026-11-26
-MEANS=actor/grad_norm,actor/ppo_kl,actor/pg_clipfrac,actor/entropy,training/zero_variance_group_frac,filtering_stats/pass_rate
+MEANS=training/num_gen_batches,actor/grad_norm,actor/ppo_kl,actor/pg_clipfrac,actor/entropy,training/zero_variance_group_frac,filtering_stats/pass_rate
 # Accuracy against generated rollouts, seeds aggregated (pc4x12_spread_s2 stopped at step 2: left out).
-python -m recipe.pc.report --seeds --means $MEANS --out $R/default \
+python -m recipe.pc.report --seeds --means $MEANS --at-steps 5,10,30 --out $R/default \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl >/dev/null
-python -m recipe.pc.report --seeds --means $MEANS --out $R/spread \
+python -m recipe.pc.report --seeds --means $MEANS --at-steps 5,10,30 --out $R/spread \
   grpo16_s1=$D/grpo16_spread_s1/metrics.jsonl grpo16_s2=$D/grpo16_spread_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_spread_s1/metrics.jsonl >/dev/null
 for mix in default spread; do
@@ -26,4 +26,8 @@ for mix in default spread; do
     echo >>$R/$mix/costmodel_vs_measured.md
   done
 done
+# The warm-up: steps 2-10 only (step 1 starts with an empty buffer, which the steady-state model leaves out).
+echo "Steps 2-10 only (without the warm-up step):" >>$R/default/costmodel_vs_measured.md
+python -m recipe.pc.plan $D/grpo16_default_s1/dump --steps 2:10 --train-batch-size 32 --gen-batch-size 96 --pc 4+12 \
+  --measured pc:4+12=$D/pc4x12_default_s1/metrics.jsonl >>$R/default/costmodel_vs_measured.md
 ls $R/default $R/spread
