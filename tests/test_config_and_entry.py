@@ -330,6 +330,15 @@ def test_pc_log_lines_reach_the_console_inside_a_ray_actor(monkeypatch):
         logging.getLogger("recipe.pc.pc_ray_trainer").info("saved PC state at step %d: %s", 4, "buffer 8")
         logging.getLogger("recipe.pc.checkpoint").debug("not at INFO")
         assert stream.getvalue() == "INFO recipe.pc.pc_ray_trainer: saved PC state at step 4: buffer 8\n"
+        # PC_LOGGING_LEVEL governs the trainer's own lines too (no module-level level overrides it).
+        monkeypatch.setenv("PC_LOGGING_LEVEL", "warning")
+        configure_pc_logging(stream)
+        logging.getLogger("recipe.pc.pc_ray_trainer").info("resumed PC state at step 4")
+        assert "resumed" not in stream.getvalue()
+        monkeypatch.setenv("PC_LOGGING_LEVEL", "chatty")
+        configure_pc_logging(stream)
+        assert "PC_LOGGING_LEVEL=CHATTY is not a logging level" in stream.getvalue()
+        assert package.level == logging.INFO
     finally:
         package.handlers[:] = before[0]
         package.setLevel(before[1])

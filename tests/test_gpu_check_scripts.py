@@ -45,3 +45,13 @@ def test_it_gives_up_after_start_tries(tmp_path):
 def test_other_failures_and_started_runs_are_not_retried(tmp_path, body):
     rc, runs, _ = run_with_retry(tmp_path, body)
     assert (rc, runs) == (3, 1)
+
+
+@pytest.mark.parametrize("tries", ["0", "two"])
+def test_a_bad_start_tries_is_refused_before_running(tmp_path, tries):
+    env = {**os.environ, "OUT_DIR": str(tmp_path), "START_TRIES": tries}
+    result = subprocess.run(
+        ["bash", SCRIPT, "bash", "-c", 'touch "$OUT_DIR/ran"'], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 2 and f"START_TRIES={tries}" in result.stderr
+    assert not (tmp_path / "ran").exists()

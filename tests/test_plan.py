@@ -124,8 +124,9 @@ def test_gzipped_dumps_read_the_same(tmp_path):
         plan.step_files(str(tmp_path), (None, None))
 
 
-def _write_metrics(path, per_step: dict[int, tuple[int, int, int, int]]) -> str:
-    """A verl file-logger log: step -> (generated rollouts, rounds, pass count, candidates)."""
+def _write_metrics(path, per_step: dict[int, tuple[int, int, int, int]], explore: int | None = None) -> str:
+    """A verl file-logger log: step -> (generated rollouts, rounds, pass count, candidates); ``explore``: the
+    pilot rollouts logged each step (None: not logged)."""
     with open(path, "w") as handle:
         handle.write(json.dumps({"step": 0, "data": {"val-core/arith/acc/mean@4": 0.1}}) + "\n")
         for step, (rollouts, rounds, passed, candidates) in per_step.items():
@@ -135,6 +136,8 @@ def _write_metrics(path, per_step: dict[int, tuple[int, int, int, int]]) -> str:
                 "filtering_stats/pass_count": passed,
                 "filtering_stats/num_candidates": candidates,
             }
+            if explore is not None:
+                data["rollout_stats/num_rollouts_sample_explore"] = explore
             handle.write(json.dumps({"step": step, "data": data}) + "\n")
     return str(path)
 
@@ -156,9 +159,10 @@ def test_measured_runs_sit_beside_the_prediction_of_their_configuration(tmp_path
         cells[window] = pred.rollouts_per_step
         row = [c.strip() for c in line.strip("|").split("|")]
         assert row[0] == window and row[1] == "PC 4+12 G=8" and row[2] == log
-        assert row[3] == f"{pred.rollouts_per_step:.0f}" and row[4] == f"{measured:.0f}"
-        assert row[5] == f"{(pred.rollouts_per_step - measured) / measured:+.1%}"
-        assert row[6:] == [
+        assert row[3] == ("2" if window == "1..2" else "1")  # logged steps in the window
+        assert row[4] == f"{pred.rollouts_per_step:.0f}" and row[5] == f"{measured:.0f}"
+        assert row[6] == f"{(pred.rollouts_per_step - measured) / measured:+.1%}"
+        assert row[7:] == [
             f"{pred.rounds_per_step:.2f}",
             f"{rounds:.2f}",
             f"{pred.filter_pass_rate:.3f}",
@@ -166,7 +170,18 @@ def test_measured_runs_sit_beside_the_prediction_of_their_configuration(tmp_path
         ]
     # "all" weighs each window by its logged steps: (2 x window 1..2 + 1 x window 3..3) / 3 against 200.
     all_row = [c.strip() for c in table[4].strip("|").split("|")]
-    assert all_row[0] == "all" and all_row[3] == f"{(2 * cells['1..2'] + cells['3..3']) / 3:.0f}"
+    assert all_row[:4] == ["all", "PC 4+12 G=8", log, "3"]
+    assert all_row[4] == f"{(2 * cells['1..2'] + cells['3..3']) / 3:.0f}"
+
+
+def test_a_window_the_run_did_not_reach_shows_a_dash_and_grpo_has_no_filter_rate(tmp_path, capsys):
+    log = _write_metrics(tmp_path / "grpo.jsonl", {1: (64, 1, 16, 16), 2: (64, 1, 16, 16)}, explore=0)  # to step 2
+    assert plan.main([FIXTURE, "--window", "2", "--measured", f"grpo={log}"]) == 0
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()[2:]]
+    assert [r[0] for r in rows] == ["1..2", "3..3", "all"]
+    assert rows[1][3] == "0" and rows[1][5:] == ["—", "—", "1.00", "—", "—", "—"]
+    assert rows[0][9:] == ["—", "—"]  # GRPO logs pass_count == num_candidates: not a filter rate
+    assert rows[2][3] == "2" and rows[2][5] == "64"
 
 
 def test_measured_errors_name_the_problem(tmp_path, capsys):
@@ -174,7 +189,17 @@ def test_measured_errors_name_the_problem(tmp_path, capsys):
     assert plan.main([FIXTURE, "--measured", f"pc:3+13={log}"]) == 2
     assert "names none of the configurations" in capsys.readouterr().err
     assert plan.main([FIXTURE, "--measured", f"grpo={log}"]) == 2
-    assert "no training step logged in 1..3" in capsys.readouterr().err
+    assert "no training step logged in steps 1..3" in capsys.readouterr().err
+    pc_log = _write_metrics(tmp_path / "pc.jsonl", {1: (900, 2, 3, 16)}, explore=384)
+    assert plan.main([FIXTURE, "--measured", f"grpo={pc_log}"]) == 2
+    assert "has pilot rollouts, so it is not a run of GRPO n=16" in capsys.readouterr().err
+    grpo_log = _write_metrics(tmp_path / "grpo.jsonl", {1: (512, 1, 32, 32)}, explore=0)
+    assert plan.main([FIXTURE, "--measured", f"pc:4+12={grpo_log}"]) == 2
+    assert "has no pilot rollouts, so it is not a run of PC 4+12" in capsys.readouterr().err
+    assert plan.main([FIXTURE, "--measured", f"grpo={log}", "--by-source"]) == 2
+    assert "run --by-source/--histogram separately" in capsys.readouterr().err
+    assert plan.main([FIXTURE, "--window", "2"]) == 2
+    assert "--window applies to" in capsys.readouterr().err
     assert plan.main([FIXTURE, "--measured", "grpo"]) == 2
     assert "expected KIND=METRICS" in capsys.readouterr().err
     bare = tmp_path / "bare.jsonl"

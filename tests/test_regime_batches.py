@@ -75,8 +75,14 @@ def test_each_run_composes_as_its_name_says(name, mix, script, overrides, data_r
     assert settings.group_size == int(want["a"]) + int(want["b"] or 0)
     assert cfg.data.seed == int(want["seed"]) and cfg.data.train_files.startswith(str(data_root / mix))
     assert cfg.trainer.total_training_steps == 30
-    # Equal updates a step for every method (the condition): 4 PPO mini-batches of the trained prompts.
-    assert cfg.data.train_batch_size == 4 * cfg.actor_rollout_ref.actor.ppo_mini_batch_size
+    # Equal updates a step for every method (the condition): 4 PPO mini-batches of the trained prompts. The
+    # reference-preset line is the labelled exception: mini-batches of ppo_mini_batch_size x n_commit rows.
+    mini = cfg.actor_rollout_ref.actor.ppo_mini_batch_size
+    if not want["ref"]:
+        assert cfg.data.train_batch_size == 4 * mini
+    else:
+        rows, per_mini = settings.train_batch_size * settings.group_size, mini * settings.n_commit
+        assert (rows // per_mini, rows % per_mini) == (5, 32)  # 5 whole and 1 partial: 6 optimizer steps
     # "ref" in the name, and only there: the reference preset (its mini-batch arithmetic), labelled so.
     assert cfg.trainer.get("preset") == ("reference" if want["ref"] else None)
     assert cfg.algorithm.partial_mini_batch == bool(want["ref"])

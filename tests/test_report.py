@@ -625,3 +625,25 @@ def test_at_steps_lists_each_runs_accuracy_and_rollouts(caplog):
     text = at_steps_markdown({"grpo_s1": curve}, [10, 15])
     assert "| grpo_s1 | 0.150 | 5,120 | — | — |" in text  # the smoothed value, as the table uses
     assert "run grpo_s1: no validation at step 15" in caplog.text
+
+
+def test_extra_tables_cover_only_the_runs_the_main_table_used(logs, tmp_path, capsys, caplog):
+    rows = step_rows(RUNS["pc"])
+    for i, step in enumerate(sorted(RUNS["pc"]["val"])):  # every validation lacks one benchmark: no usable point
+        rows[step].pop(AIME if i % 2 else MATH)
+    partial = write_wandb_json(tmp_path / "partial.json", rows)
+    extra = ["--means", "actor/pg_loss", "--at-steps", "2"]
+    code, stdout, table = run_main([*specs(logs, ("grpo", "pc")), f"pc2={partial}", *extra], tmp_path, capsys)
+    assert code == 0 and table["run"].tolist() == ["grpo", "pc"]
+    means = (tmp_path / "out" / "means_table.md").read_text()
+    assert "| grpo |" in means and "| pc |" in means and "pc2" not in means
+    assert "pc2" not in (tmp_path / "out" / "at_steps.md").read_text()
+    # With --seeds: a configuration whose seeds share no validation step is dropped from every table.
+    only = {2: RUNS["pc"]["val"][2]}, {4: RUNS["pc"]["val"][4]}
+    seeds = [
+        write_wandb_json(tmp_path / f"x{i}.json", step_rows({**RUNS["pc"], "val": val})) for i, val in enumerate(only)
+    ]
+    argv = [f"grpo_s1={logs['grpo']}", f"x_s1={seeds[0]}", f"x_s2={seeds[1]}", "--seeds", *extra]
+    assert report.main([*argv, "--out", str(tmp_path / "seeds"), "--no-plot"]) == 0
+    means = (tmp_path / "seeds" / "means_table.md").read_text()
+    assert "| grpo | 1 |" in means and "| x |" not in means

@@ -122,7 +122,7 @@ case "${1:?setup | checks | regime | batch2 | collect}" in
     run pc_dp4 0,1,2,3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=5 bash train_scripts/smoke_1gpu.sh $micro \
       trainer.n_gpus_per_node=4 actor_rollout_ref.rollout.agent.num_workers=3 data.gen_batch_size=15
     # #13: resume after SIGKILL of the driver once step 4's checkpoint is complete.
-    CPUS=5 run resume 1 bash docs/gpu-checks/resume_check.sh $M $D/tiny $micro
+    RETRY="" CPUS=5 run resume 1 bash docs/gpu-checks/resume_check.sh $M $D/tiny $micro
     # #11: the reference preset with a partial last mini-batch (64 rows in mini-batches of 12: 5 + 1 partial).
     CPUS=5 run ref_partial 3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=4 bash train_scripts/smoke_1gpu.sh $micro \
       preset=reference algorithm.exploration.n=2 actor_rollout_ref.rollout.n=6 actor_rollout_ref.actor.ppo_mini_batch_size=2

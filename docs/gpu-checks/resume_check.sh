@@ -25,9 +25,12 @@ for try in 1 2 3; do
   cp "$out/run_first.log" "$out/run_first_failed_$try.log"
   pkill -KILL -f "${RAY_TMP:?}([/ ]|$)" 2>/dev/null
   rm -rf "$out/checkpoints" "$out/metrics_first.jsonl"
+  [ "$try" -lt 3 ] || break
   echo "first run failed at vLLM start-up (try $try); starting it again" >&2
   sleep $((20 + RANDOM % 40))
 done
+# Not "resumed" otherwise: the resumed run would start from scratch and look like a finished check.
+[ "$(cat "$latest" 2>/dev/null)" = 4 ] || { echo "the first run never reached step 4's checkpoint in 3 tries" >&2; exit 1; }
 sleep 1  # the summary line is logged right after the save
 driver=$(pgrep -f "recipe.pc.main_pc" -s "$pid" | head -1)
 echo "killing driver $driver (session $pid) at $(date +%T); state present: $([ -f "$state" ] && echo yes)"

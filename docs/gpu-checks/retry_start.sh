@@ -6,6 +6,7 @@
 # $OUT_DIR/attempt_<i>.log and also printed.
 set -uo pipefail
 tries=${START_TRIES:-3}
+[[ "$tries" =~ ^[1-9][0-9]*$ ]] || { echo "START_TRIES=$tries: expected a whole number >= 1" >&2; exit 2; }
 metrics=${VERL_FILE_LOGGER_PATH:-$OUT_DIR/metrics.jsonl}
 for ((i = 1; i <= tries; i++)); do
   "$@" 2>&1 | tee "$OUT_DIR/attempt_$i.log"

@@ -272,7 +272,12 @@ def configure_pc_logging(stream=None) -> logging.Logger:
         handler.pc_handler = True
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         log.addHandler(handler)
-    log.setLevel(os.getenv("PC_LOGGING_LEVEL", "INFO"))
+    level = os.getenv("PC_LOGGING_LEVEL", "INFO").upper()
+    if not isinstance(logging.getLevelName(level), int):
+        log.setLevel(logging.INFO)
+        log.warning("PC_LOGGING_LEVEL=%s is not a logging level (DEBUG, INFO, WARNING, ERROR); using INFO", level)
+    else:
+        log.setLevel(level)
     log.propagate = False
     return log
 

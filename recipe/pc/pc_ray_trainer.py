@@ -51,8 +51,8 @@ from recipe.pc.rollout_dump import append_records, discard_after, rollout_record
 from recipe.pc.settings import MicroBatches, PCConfigError, PCSettings, micro_batches
 from recipe.pc.stages.skip import PromptSkipper
 
+# Its level comes from the "recipe.pc" package logger (PC_LOGGING_LEVEL, set in the TaskRunner).
 logger = logging.getLogger(__name__)
-logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
 # Per-row fields the trainer adds: the step a rollout was generated at, and whether it is a pilot.
 ROLLOUT_STEP = "pc_rollout_step"

@@ -8,11 +8,13 @@ DUMP_DIR holds ``<step>.jsonl`` (or gzipped ``<step>.jsonl.gz``) files written b
 pass rate (s + a) / (k + a + b), with a Beta(a, b) prior from ``--prior a,b`` (default none: s/k).
 
 Checking the model against a run (``--measured KIND=METRICS``, KIND ``grpo``, ``dapo`` or ``pc:P+C``): the
-run's logged ``rollout_stats/num_rollouts_sample`` and ``training/num_gen_batches`` (verl file logger, or
-any log ``recipe.pc.report`` reads), averaged over the same steps as the dump window, beside the prediction
-for that configuration, with the relative error. ``--window K`` repeats it for consecutive windows of K
-dumped steps (pass rates drift as the policy learns). Feed it the dump of a different run (e.g. the GRPO
-run of the same data and seed): a run's own dump is shaped by its own allocator.
+run's logged ``rollout_stats/num_rollouts_sample`` and ``training/num_gen_batches`` (a verl file-logger log,
+``tb:DIR`` or ``wandb:ENTITY/PROJECT/RUN_ID``, as ``recipe.pc.report`` reads them), averaged over the steps it
+logged in the dump window (their count is a column; a window it did not reach shows "—"), beside the
+prediction for that configuration, with the relative error. A log whose pilot rollouts contradict KIND is
+refused. ``--window K`` repeats it for consecutive windows of K dumped steps (pass rates drift as the policy
+learns). Feed it the dump of a different run (e.g. the GRPO run of the same data and seed): a run's own dump
+is shaped by its own allocator.
 
 ``--by-source`` prints, per window, each data source's pass-rate spread (how a data mix is calibrated);
 ``--histogram PNG`` draws it (matplotlib, the ``report`` extra).
@@ -33,10 +35,14 @@ import math
 import os
 import sys
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from recipe.pc.costmodel import DAPO, GRPO, PilotCommit, Prediction, predict, simulate
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DUMP_HINT = (
     "write rollout dumps with this project's trainer: add trainer.rollout_data_dir=DIR to the "
@@ -47,8 +53,9 @@ DUMP_HINT = (
 # What the recommendation's criterion does not capture, as measured (docs/results/regimes/README.md).
 CRITERION_CAVEAT = (
     "note: this ranks rollouts per informative group, not learning per rollout. In docs/results/regimes "
-    "(groups of 16, arithmetic, SmolLM2-135M) PC 4+12 had fewer than GRPO n=16 (33 against 40) yet needed "
-    "1.2-1.9x GRPO's rollouts to reach GRPO's accuracy. Check a recommendation with short runs of both."
+    "(groups of 16, arithmetic, SmolLM2-135M) PC 4+12 generated fewer per informative group than GRPO n=16 "
+    "(33 against 40, measured) and still did not reach GRPO's accuracy with fewer rollouts (1.2x GRPO's, "
+    "within the seed spread, on one mix; 1.9x, one seed, on another). Check a recommendation with short runs."
 )
 
 
@@ -251,28 +258,41 @@ def parse_measured(specs: list[str], configs: list) -> list[tuple[str, object, s
     return out
 
 
-def measured_per_step(path: str, first: int, last: int) -> tuple[float, float, float, int]:
-    """Over steps first..last of a run's log: mean generated rollouts and generation rounds per step, the
-    share of filtered candidates that passed (PC: pilots in the band; nan when not logged), and the step count."""
-    from recipe.pc.report import ReportError, load_run
+MEASURED_COLUMNS = ("rollout_stats/num_rollouts_sample", "training/num_gen_batches")
+
+
+def load_measured(path: str, config) -> pd.DataFrame:
+    """A run's log (a file, ``tb:DIR`` or ``wandb:ENTITY/PROJECT/RUN_ID``, as ``recipe.pc.report`` reads them),
+    checked to hold the columns the comparison needs and to be a run of ``config``'s method."""
+    from recipe.pc.report import ReportError, load_run, parse_run_arg
 
     try:
-        frame = load_run(path)
+        frame = load_run(parse_run_arg(path)[1])
     except ReportError as err:
         raise DumpError(f"--measured {path}: {err}") from None
-    columns = ("rollout_stats/num_rollouts_sample", "training/num_gen_batches")
-    missing = [c for c in columns if c not in frame.columns]
+    missing = [c for c in MEASURED_COLUMNS if c not in frame.columns]
     if missing:
         raise DumpError(f"--measured {path}: no {missing} in the log; it must come from this project's trainer")
-    rows = frame.loc[(frame.index >= first) & (frame.index <= last), list(columns)].dropna()
+    explore = frame.get("rollout_stats/num_rollouts_sample_explore")
+    if explore is not None and (explore.fillna(0) > 0).any() != isinstance(config, PilotCommit):
+        what = "has pilot rollouts" if isinstance(config, GRPO | DAPO) else "has no pilot rollouts"
+        raise DumpError(f"--measured {path}: the log {what}, so it is not a run of {config.label}")
+    return frame
+
+
+def measured_per_step(frame, first: int, last: int) -> tuple[float, float, float, int] | None:
+    """Over steps first..last of a run's log: mean generated rollouts and generation rounds per step, the
+    share of filtered candidates that passed (PC: pilots in the band; nan when not logged), and the step count;
+    None when the run logged no training step there."""
+    rows = frame.loc[(frame.index >= first) & (frame.index <= last), list(MEASURED_COLUMNS)].dropna()
     if rows.empty:
-        raise DumpError(f"--measured {path}: no training step logged in {first}..{last}")
+        return None
     passed = "filtering_stats/pass_count", "filtering_stats/num_candidates"
     rate = float("nan")
     if all(c in frame.columns for c in passed):
         window = frame.loc[rows.index, list(passed)].fillna(0).sum()
         rate = float(window[passed[0]] / window[passed[1]]) if window[passed[1]] > 0 else rate
-    return float(rows[columns[0]].mean()), float(rows[columns[1]].mean()), rate, len(rows)
+    return float(rows[MEASURED_COLUMNS[0]].mean()), float(rows[MEASURED_COLUMNS[1]].mean()), rate, len(rows)
 
 
 def windows(files: list[tuple[int, str]], size: int | None) -> list[list[tuple[int, str]]]:
@@ -284,19 +304,20 @@ def windows(files: list[tuple[int, str]], size: int | None) -> list[list[tuple[i
 
 def comparison_table(rows: list[tuple]) -> str:
     lines = [
-        "| steps | configuration | run | predicted rollouts/step | measured rollouts/step | error "
+        "| steps | configuration | run | logged steps | predicted rollouts/step | measured rollouts/step | error "
         "| predicted rounds/step | measured rounds/step | predicted filter pass rate | measured filter pass rate |",
-        "|" + "---|" * 10,
+        "|" + "---|" * 11,
     ]
 
     def cell(value: float, fmt: str) -> str:
         return "—" if math.isnan(value) else format(value, fmt)
 
-    for window, label, path, pred, meas, pred_rounds, meas_rounds, pred_rate, meas_rate in rows:
-        error = (pred - meas) / meas
+    for window, label, path, n, pred, meas, pred_rounds, meas_rounds, pred_rate, meas_rate in rows:
+        error = (pred - meas) / meas if n else float("nan")
         lines.append(
-            f"| {window} | {label} | {path} | {pred:.0f} | {meas:.0f} | {error:+.1%} | {cell(pred_rounds, '.2f')} "
-            f"| {cell(meas_rounds, '.2f')} | {cell(pred_rate, '.3f')} | {cell(meas_rate, '.3f')} |"
+            f"| {window} | {label} | {path} | {n} | {pred:.0f} | {cell(meas, '.0f')} | {cell(error, '+.1%')} "
+            f"| {cell(pred_rounds, '.2f')} | {cell(meas_rounds, '.2f')} | {cell(pred_rate, '.3f')} "
+            f"| {cell(meas_rate, '.3f')} |"
         )
     return "\n".join(lines)
 
@@ -326,6 +347,8 @@ def format_table(predictions: list[Prediction]) -> str:
 
 def compare_with_runs(files, measured, metric: str, prior, window: int | None) -> str:
     """The comparison table: per window of dumped steps, each measured run beside its configuration's prediction."""
+    logs = {path: load_measured(path, config) for _, config, path in measured}
+    nan = float("nan")
     rows, totals = [], defaultdict(lambda: [0.0, 0.0, 0])
     for chunk in windows(files, window):
         first, last = chunk[0][0], chunk[-1][0]
@@ -333,21 +356,26 @@ def compare_with_runs(files, measured, metric: str, prior, window: int | None) -
         rates = pass_rates(seen, wins, prior)
         for _, config, path in measured:
             pred = predict(rates, config)
-            meas, meas_rounds, meas_rate, n = measured_per_step(path, first, last)
-            # GRPO filters nothing; its "filter pass rate" (groups with spread) has no logged counterpart.
-            pred_rate = float("nan") if isinstance(config, GRPO) else pred.filter_pass_rate
-            window = f"{first}..{last}"
+            # GRPO filters nothing: neither its predicted "filter pass rate" (groups with spread) nor the 1.0 it
+            # logs compares with anything.
+            pred_rate = nan if isinstance(config, GRPO) else pred.filter_pass_rate
+            got = measured_per_step(logs[path], first, last)
+            meas, meas_rounds, meas_rate, n = got if got else (nan, nan, nan, 0)
+            meas_rate = nan if isinstance(config, GRPO) else meas_rate
             rows.append(
-                (window, config.label, path, pred.rollouts_per_step, meas, pred.rounds_per_step, meas_rounds)
-                + (pred_rate, meas_rate)
+                (f"{first}..{last}", config.label, path, n, pred.rollouts_per_step, meas)
+                + (pred.rounds_per_step, meas_rounds, pred_rate, meas_rate)
             )
             total = totals[(config.label, path)]
             total[0] += pred.rollouts_per_step * n
-            total[1] += meas * n
+            total[1] += meas * n if n else 0.0
             total[2] += n
+    for (_label, path), (_, _, n) in totals.items():
+        if n == 0:
+            raise DumpError(f"--measured {path}: no training step logged in steps {files[0][0]}..{files[-1][0]}")
     if len(rows) > len(measured):
         for (label, path), (pred_sum, meas_sum, n) in totals.items():
-            rows.append(("all", label, path, pred_sum / n, meas_sum / n, *[float("nan")] * 4))
+            rows.append(("all", label, path, n, pred_sum / n, meas_sum / n, nan, nan, nan, nan))
     return comparison_table(rows)
 
 
@@ -391,6 +419,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.window is not None and args.window < 1:
         print(f"error: --window {args.window}: expected a number of steps >= 1", file=sys.stderr)
         return 2
+    if args.measured and (args.by_source or args.histogram):
+        print("error: --measured makes its own table; run --by-source/--histogram separately", file=sys.stderr)
+        return 2
+    if args.window is not None and not (args.measured or args.by_source or args.histogram):
+        print("error: --window applies to --measured, --by-source and --histogram only", file=sys.stderr)
+        return 2
     try:
         configs = configurations(args)
         measured = parse_measured(args.measured, configs)
@@ -400,7 +434,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.by_source:
                 print(source_table(chunks, args.metric, prior))
             if args.histogram:
-                plot_histograms(chunks, args.metric, prior, args.histogram, args.dump_dir)
+                try:
+                    plot_histograms(chunks, args.metric, prior, args.histogram, args.dump_dir)
+                except ImportError:
+                    print('error: --histogram needs matplotlib: pip install -e ".[report]"', file=sys.stderr)
+                    return 2
                 print(f"wrote {args.histogram}", file=sys.stderr)
             return 0
         if measured:

@@ -859,7 +859,8 @@ def _per_run_report(args, frames, curves, benchmarks, columns, written: list[Pat
     return markdown
 
 
-def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> str:
+def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> tuple[str, list[str]]:
+    """The seed table and plot; also the labels of the runs in the configurations it kept."""
     groups = seed_groups(list(curves))
     means = {}
     for config, labels in list(groups.items()):
@@ -893,7 +894,7 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> str:
     if _plot_possible(args):
         plot_seeds(curves, groups, means, target, args.out / "seeds_accuracy_vs_rollouts.png", ylabel)
         written.append(args.out / "seeds_accuracy_vs_rollouts.png")
-    return markdown
+    return markdown, [label for labels in groups.values() for label in labels]
 
 
 def means_table(frames: dict[str, pd.DataFrame], metrics: list[str], seeds: bool) -> pd.DataFrame:
@@ -967,16 +968,18 @@ def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
     args.out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     if args.seeds:
-        markdown = _seed_report(args, curves, benchmarks, columns, written)
+        markdown, kept = _seed_report(args, curves, benchmarks, columns, written)
     else:
         markdown = _per_run_report(args, frames, curves, benchmarks, columns, written)
+        kept = list(curves)
+    # The extra tables cover the runs the main table used, no others.
     if args.at_steps:
-        extra = at_steps_markdown(curves, args.at_steps)
+        extra = at_steps_markdown({label: curves[label] for label in kept}, args.at_steps)
         _write(args.out / "at_steps.md", extra, written)
         markdown += "\n" + extra
     if args.means:
         metrics = [m.strip() for m in args.means.split(",") if m.strip()]
-        table = means_table(frames, metrics, args.seeds)
+        table = means_table({label: frames[label] for label in kept}, metrics, args.seeds)
         extra = means_markdown(table, metrics)
         _write(args.out / "means_table.md", extra, written)
         _write(args.out / "means_table.csv", table.to_csv(index=False), written)
