@@ -57,9 +57,12 @@ def test_downsample_keeps_spread_wherever_the_group_had_it(groups, m):
     [
         (f"algorithm.downsample.n={N_COMMIT - 1}", "algorithm.downsample.n=3 must be at least"),
         ("algorithm.downsample.n='lots'", "algorithm.downsample.n='lots'"),
+        ("algorithm.exploration.screen_n=1", "algorithm.exploration.screen_n=1 must lie in"),
+        (f"algorithm.exploration.screen_n={N_PILOT}", f"algorithm.exploration.screen_n={N_PILOT} must lie in"),
+        ("algorithm.exploration.screen_n=2.5", "algorithm.exploration.screen_n=2.5"),
     ],
 )
-def test_bad_downsample_keys_name_the_key(tmp_path, tokenizer, override, match):
+def test_bad_downsample_and_screen_keys_name_the_key(tmp_path, tokenizer, override, match):
     env_file_logger(tmp_path)
     with pytest.raises(PCConfigError, match=match):
         build_trainer(tmp_path, tokenizer, extra=[override])
@@ -257,7 +260,7 @@ def test_skipping_keeps_batch_sizes_counts_every_rollout_and_brings_prompts_back
 @pytest.mark.parametrize("method", ["pilot_commit", "grpo"])
 def test_resume_restores_the_skip_history_and_the_pool_of_kept_prompts(tmp_path, tokenizer, method):
     """Catches: skip streaks, exploration probabilities or pooled prompts not saved, or not restored."""
-    from test_reliability import trace
+    from test_reliability import assert_resumed_like, trace
 
     steps = 12
     extra = [
@@ -292,10 +295,7 @@ def test_resume_restores_the_skip_history_and_the_pool_of_kept_prompts(tmp_path,
             ],
         )
         resumed.fit()
-        gen, trained = trace(resumed)
-        rounds_before = full_steps[cut - 1]["training/total_sampling_rounds"]
-        assert gen == full_gen[rounds_before:], f"generation inputs differ after resuming at step {cut}"
-        assert trained == full_updates[cut:], f"trained groups differ after resuming at step {cut}"
+        assert_resumed_like(resumed, (full_gen, full_updates), full_steps, cut)
         assert resumed._pc_state_summary() == full._pc_state_summary()
         assert resumed.skipper.state_dict() == full.skipper.state_dict()
     if method == "pilot_commit":  # rounds of 6 prompts: skipping leaves kept prompts pooled at some saves
@@ -304,20 +304,6 @@ def test_resume_restores_the_skip_history_and_the_pool_of_kept_prompts(tmp_path,
 
 # ------------------------------------------------------------------ screening pilot
 SCREEN = 2
-
-
-@pytest.mark.parametrize(
-    ("override", "match"),
-    [
-        ("algorithm.exploration.screen_n=1", "algorithm.exploration.screen_n=1 must lie in"),
-        (f"algorithm.exploration.screen_n={N_PILOT}", f"algorithm.exploration.screen_n={N_PILOT} must lie in"),
-        ("algorithm.exploration.screen_n=2.5", "algorithm.exploration.screen_n=2.5"),
-    ],
-)
-def test_bad_screen_keys_name_the_key(tmp_path, tokenizer, override, match):
-    env_file_logger(tmp_path)
-    with pytest.raises(PCConfigError, match=match):
-        build_trainer(tmp_path, tokenizer, extra=[override])
 
 
 def test_screening_is_refused_for_the_baselines(tmp_path, tokenizer):
@@ -353,7 +339,7 @@ def test_screened_prompts_get_exactly_the_rest_of_their_pilot_in_the_next_call(t
 
 
 def test_resume_restores_screens_waiting_across_a_step_boundary(tmp_path, tokenizer):
-    from test_reliability import trace
+    from test_reliability import assert_resumed_like, trace
 
     steps = 8
     extra = [f"algorithm.exploration.screen_n={SCREEN}", "trainer.save_freq=1", f"trainer.total_training_steps={steps}"]
@@ -375,9 +361,6 @@ def test_resume_restores_screens_waiting_across_a_step_boundary(tmp_path, tokeni
             extra=[*extra, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={folder}"],
         )
         resumed.fit()
-        gen, trained = trace(resumed)
-        rounds_before = full_steps[cut - 1]["training/total_sampling_rounds"]
-        assert gen == full_gen[rounds_before:], f"generation inputs differ after resuming at step {cut}"
-        assert trained == full_updates[cut:], f"trained groups differ after resuming at step {cut}"
+        assert_resumed_like(resumed, (full_gen, full_updates), full_steps, cut)
         assert resumed._pc_state_summary() == full._pc_state_summary()
     assert any(waiting)

@@ -24,6 +24,16 @@ def trace(trainer):
     return gen, updates
 
 
+def assert_resumed_like(resumed, full_trace, full_steps: list[dict], cut: int) -> None:
+    """A run resumed at step ``cut`` generated and trained exactly what the uninterrupted run (``full_trace``, its
+    logged ``full_steps``) did from there on."""
+    full_gen, full_updates = full_trace
+    gen, trained = trace(resumed)
+    rounds_before = full_steps[cut - 1]["training/total_sampling_rounds"]
+    assert gen == full_gen[rounds_before:], f"generation inputs differ after resuming at step {cut}"
+    assert trained == full_updates[cut:], f"trained groups differ after resuming at step {cut}"
+
+
 def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, tokenizer):
     save = ["trainer.save_freq=3"]
     full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
@@ -306,10 +316,7 @@ def test_resume_from_every_step_across_an_epoch_boundary_with_evictions(tmp_path
             ],
         )
         resumed.fit()
-        gen, trained = trace(resumed)
-        rounds_before = full_steps[cut - 1]["training/total_sampling_rounds"]
-        assert gen == full_gen[rounds_before:], f"generation inputs differ after resuming at step {cut}"
-        assert trained == full_updates[cut:], f"trained groups differ after resuming at step {cut}"
+        assert_resumed_like(resumed, (full_gen, full_updates), full_steps, cut)
         got = [[s[k] for k in keys] for s in step_records(log)]
         assert got == [[s[k] for k in keys] for s in full_steps[cut:]], f"counters differ after step {cut}"
         assert resumed.train_dataset.evicted_ids == full.train_dataset.evicted_ids

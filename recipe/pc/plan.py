@@ -114,12 +114,16 @@ def _success(value, metric: str, where: str) -> float:
     )
 
 
+def _open_dump(path: str):
+    return gzip.open(path, "rt") if path.endswith(".gz") else open(path)
+
+
 def read_pass_counts(files: list[tuple[int, str]], metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(prompt ids, rollouts seen, successes) over the rows of ``files``."""
     seen: dict[int, float] = defaultdict(float)
     wins: dict[int, float] = defaultdict(float)
     for _, path in files:
-        with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as handle:
+        with _open_dump(path) as handle:
             for line_no, line in enumerate(handle, start=1):
                 if not line.strip():
                     continue
@@ -149,7 +153,7 @@ def read_sources(files: list[tuple[int, str]]) -> dict[int, str]:
     """Prompt id -> its ``data_source`` (``"?"`` when the dump has none)."""
     sources: dict[int, str] = {}
     for _, path in files:
-        with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as handle:
+        with _open_dump(path) as handle:
             for line in handle:
                 if line.strip():
                     row = json.loads(line)
@@ -157,42 +161,41 @@ def read_sources(files: list[tuple[int, str]]) -> dict[int, str]:
     return sources
 
 
-def source_table(chunks: list[list[tuple[int, str]]], metric: str, prior) -> str:
+def rates_by_source(chunk: list[tuple[int, str]], metric: str, prior) -> tuple[str, np.ndarray, np.ndarray]:
+    """One window: its step range ("A..B"), each prompt's pass rate, and each prompt's data source."""
+    ids, seen, wins = read_pass_counts(chunk, metric)
+    sources = read_sources(chunk)
+    return f"{chunk[0][0]}..{chunk[-1][0]}", pass_rates(seen, wins, prior), np.array([sources[i] for i in ids])
+
+
+def source_table(windowed: list[tuple[str, np.ndarray, np.ndarray]]) -> str:
     """Per window and data source: prompts seen, mean pass rate and the shares at 0, strictly between, and at 1."""
     lines = [
         "| steps | data source | prompts | mean pass rate | share at 0 | share in (0, 1) | share at 1 |",
         "|" + "---|" * 7,
     ]
-    for chunk in chunks:
-        ids, seen, wins = read_pass_counts(chunk, metric)
-        rates = pass_rates(seen, wins, prior)
-        sources = read_sources(chunk)
-        labels = np.array([sources[i] for i in ids])
+    for steps, rates, labels in windowed:
         for source in [*sorted(set(labels)), "all"]:
             r = rates if source == "all" else rates[labels == source]
             lines.append(
-                f"| {chunk[0][0]}..{chunk[-1][0]} | {source} | {len(r)} | {r.mean():.3f} | {(r == 0).mean():.2f} "
+                f"| {steps} | {source} | {len(r)} | {r.mean():.3f} | {(r == 0).mean():.2f} "
                 f"| {((r > 0) & (r < 1)).mean():.2f} | {(r == 1).mean():.2f} |"
             )
     return "\n".join(lines)
 
 
-def plot_histograms(chunks: list[list[tuple[int, str]]], metric: str, prior, path: str, title: str) -> None:
+def plot_histograms(windowed: list[tuple[str, np.ndarray, np.ndarray]], path: str, title: str) -> None:
     """One panel per window: per-prompt pass rates, stacked by data source."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(4.2 * len(chunks), 3.4), layout="constrained")
+    fig = Figure(figsize=(4.2 * len(windowed), 3.4), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, len(chunks), sharey=True, squeeze=False)[0]
-    for ax, chunk in zip(axes, chunks, strict=True):
-        ids, seen, wins = read_pass_counts(chunk, metric)
-        rates = pass_rates(seen, wins, prior)
-        sources = read_sources(chunk)
-        labels = np.array([sources[i] for i in ids])
+    axes = fig.subplots(1, len(windowed), sharey=True, squeeze=False)[0]
+    for ax, (steps, rates, labels) in zip(axes, windowed, strict=True):
         names = sorted(set(labels))
         ax.hist([rates[labels == n] for n in names], bins=np.linspace(0, 1, 18), stacked=True, label=names)
-        ax.set_title(f"steps {chunk[0][0]}..{chunk[-1][0]} ({len(ids)} prompts)")
+        ax.set_title(f"steps {steps} ({len(rates)} prompts)")
         ax.set_xlabel("per-prompt pass rate")
     axes[0].set_ylabel("prompts")
     axes[-1].legend(fontsize=7)
@@ -234,8 +237,8 @@ def configurations(args) -> list:
     return configs
 
 
-def parse_measured(specs: list[str], configs: list) -> list[tuple[str, object, str]]:
-    """``KIND=PATH`` -> (kind, the configuration in ``configs`` it names, path)."""
+def parse_measured(specs: list[str], configs: list) -> list[tuple[object, str]]:
+    """``KIND=PATH`` -> (the configuration in ``configs`` that KIND names, path)."""
     out = []
     for spec in specs:
         kind, eq, path = spec.partition("=")
@@ -254,7 +257,7 @@ def parse_measured(specs: list[str], configs: list) -> list[tuple[str, object, s
             raise DumpError(
                 f"--measured {spec!r}: {kind!r} names none of the configurations ({labels}); add it with --pc"
             )
-        out.append((kind, match[0], path))
+        out.append((match[0], path))
     return out
 
 
@@ -347,14 +350,14 @@ def format_table(predictions: list[Prediction]) -> str:
 
 def compare_with_runs(files, measured, metric: str, prior, window: int | None) -> str:
     """The comparison table: per window of dumped steps, each measured run beside its configuration's prediction."""
-    logs = {path: load_measured(path, config) for _, config, path in measured}
+    logs = {path: load_measured(path, config) for config, path in measured}
     nan = float("nan")
     rows, totals = [], defaultdict(lambda: [0.0, 0.0, 0])
     for chunk in windows(files, window):
         first, last = chunk[0][0], chunk[-1][0]
         _, seen, wins = read_pass_counts(chunk, metric)
         rates = pass_rates(seen, wins, prior)
-        for _, config, path in measured:
+        for config, path in measured:
             pred = predict(rates, config)
             # GRPO filters nothing: neither its predicted "filter pass rate" (groups with spread) nor the 1.0 it
             # logs compares with anything.
@@ -430,12 +433,12 @@ def main(argv: list[str] | None = None) -> int:
         measured = parse_measured(args.measured, configs)
         files = step_files(args.dump_dir, parse_steps(args.steps))
         if args.by_source or args.histogram:
-            chunks = windows(files, args.window)
+            windowed = [rates_by_source(chunk, args.metric, prior) for chunk in windows(files, args.window)]
             if args.by_source:
-                print(source_table(chunks, args.metric, prior))
+                print(source_table(windowed))
             if args.histogram:
                 try:
-                    plot_histograms(chunks, args.metric, prior, args.histogram, args.dump_dir)
+                    plot_histograms(windowed, args.histogram, args.dump_dir)
                 except ImportError:
                     print('error: --histogram needs matplotlib: pip install -e ".[report]"', file=sys.stderr)
                     return 2

@@ -838,6 +838,12 @@ def _write(path: Path, text: str, written: list[Path]) -> None:
     written.append(path)
 
 
+def _write_table(out: Path, stem: str, markdown: str, table: pd.DataFrame, written: list[Path]) -> None:
+    """``<stem>.md`` and ``<stem>.csv`` under ``out``."""
+    _write(out / f"{stem}.md", markdown, written)
+    _write(out / f"{stem}.csv", table.to_csv(index=False), written)
+
+
 def _per_run_report(args, frames, curves, benchmarks, columns, written: list[Path]) -> str:
     labels = list(curves)
     baseline = _pick_baseline(labels, args.baseline, args.target is not None)
@@ -851,8 +857,7 @@ def _per_run_report(args, frames, curves, benchmarks, columns, written: list[Pat
         "rollouts = cumulative generated rollouts at the first validation point at or above the target."
     )
     markdown = to_markdown(table, caption)
-    _write(args.out / "table.md", markdown, written)
-    _write(args.out / "table.csv", table.to_csv(index=False), written)
+    _write_table(args.out, "table", markdown, table, written)
     if _plot_possible(args):
         plot(frames, curves, target, args.out / "accuracy_vs_rollouts.png", ylabel)
         written.append(args.out / "accuracy_vs_rollouts.png")
@@ -889,8 +894,7 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> tupl
         "then mean, min–max and sample std over the seeds that reached the target."
     )
     markdown = seed_table_markdown(table, caption)
-    _write(args.out / "seeds_table.md", markdown, written)
-    _write(args.out / "seeds_table.csv", table.to_csv(index=False), written)
+    _write_table(args.out, "seeds_table", markdown, table, written)
     if _plot_possible(args):
         plot_seeds(curves, groups, means, target, args.out / "seeds_accuracy_vs_rollouts.png", ylabel)
         written.append(args.out / "seeds_accuracy_vs_rollouts.png")
@@ -981,8 +985,7 @@ def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
         metrics = [m.strip() for m in args.means.split(",") if m.strip()]
         table = means_table({label: frames[label] for label in kept}, metrics, args.seeds)
         extra = means_markdown(table, metrics)
-        _write(args.out / "means_table.md", extra, written)
-        _write(args.out / "means_table.csv", table.to_csv(index=False), written)
+        _write_table(args.out, "means_table", extra, table, written)
         markdown += "\n" + extra
     return markdown, written
 
