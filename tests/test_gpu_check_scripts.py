@@ -32,6 +32,7 @@ def test_it_gives_up_after_start_tries(tmp_path):
     rc, runs, err = run_with_retry(tmp_path, f'echo "{RACE}"; exit 7', tries=2)
     assert (rc, runs) == (7, 2)
     assert "giving up after 2" in err
+    assert err.count("retrying") == 1  # no retry message (nor wait) after the last attempt
 
 
 @pytest.mark.parametrize(

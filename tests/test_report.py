@@ -607,6 +607,10 @@ def test_means_table_per_run_and_per_configuration(caplog):
     assert per_config.loc["pc", "actor/ppo_kl"] == pytest.approx(0.3)
     assert pd.isna(per_config.loc["grpo", "actor/ppo_kl"])
     assert "run grpo: no actor/ppo_kl logged" in caplog.text
+    # A seed that did not log a metric leaves its configuration's mean undefined, not a mean of the other seeds.
+    partial = {"dapo_s1": frame([1.0], {"actor/ppo_kl": [0.5]}), "dapo_s2": frame([3.0])}
+    dapo = means_table(partial, metrics, seeds=True).set_index("configuration").loc["dapo"]
+    assert dapo["actor/grad_norm"] == pytest.approx(2.0) and pd.isna(dapo["actor/ppo_kl"])
     text = means_markdown(means_table(frames, metrics, seeds=True), metrics)
     assert "| pc | 2 | 3 (2–4) | 0.3 (0.2–0.4) |" in text and "| grpo | 1 | 1 | — |" in text
     per_run = means_table(frames, metrics, seeds=False)
