@@ -1,5 +1,6 @@
 """The cost model: binomial arithmetic, exact degenerate cases, analytic vs the policy-code simulator."""
 
+import dataclasses
 import itertools
 import math
 
@@ -15,6 +16,7 @@ from recipe.pc.costmodel import (
     binomial_pmf,
     nonzero_variance_prob,
     predict,
+    predict_at_filter_rate,
     simulate,
 )
 from recipe.pc.settings import PCConfigError
@@ -82,6 +84,37 @@ def test_half_pass_rate_exact_numbers():
         assert pc.commit_rollouts_per_step == pytest.approx(6)
     sim = simulate(p, PilotCommit(2, 6, 1, 1), steps=4000, seed=3)
     assert sim.rounds_per_step == pytest.approx(2, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [DAPO(8, 64, 32), DAPO(4, 16, 8, max_num_gen_batches=2), PilotCommit(4, 12, 96, 32), PilotCommit(16, 48, 36, 12)],
+    ids=lambda c: c.label,
+)
+def test_prediction_at_a_filter_rate_is_the_prediction_whose_pass_rates_give_that_rate(config):
+    """Rounds and rollouts depend on the pass rates only through the filter pass rate; so the prediction at the
+    rate a pass-rate table implies must be that table's prediction, field by field."""
+    p = np.random.default_rng(2).beta(0.3, 3.0, size=500)  # supply below demand: rounds move with the rate
+    from_rates = predict(p, config)
+    at_rate = predict_at_filter_rate(from_rates.filter_pass_rate, config)
+    assert dataclasses.asdict(at_rate) == pytest.approx(dataclasses.asdict(from_rates))
+    # The rate is used as given: the other side of 1/2 gives other numbers, and more passes never more rounds.
+    low, high = sorted([from_rates.filter_pass_rate, 1 - from_rates.filter_pass_rate])
+    assert high - low > 0.05
+    assert predict_at_filter_rate(high, config).rounds_per_step < predict_at_filter_rate(low, config).rounds_per_step
+
+
+def test_prediction_at_a_filter_rate_exact_numbers_and_errors():
+    # As in test_half_pass_rate_exact_numbers: PC 2+6, G=1, B=1 at pass probability 1/2 takes 2 rounds a step;
+    # DAPO n=2, G=4, B=2 keeping half its groups takes 304/225.
+    assert predict_at_filter_rate(0.5, PilotCommit(2, 6, 1, 1)).rounds_per_step == pytest.approx(2)
+    assert predict_at_filter_rate(0.5, DAPO(2, 4, 2)).rounds_per_step == pytest.approx(304 / 225)
+    with pytest.raises(TypeError, match="filters nothing"):
+        predict_at_filter_rate(0.5, GRPO(4, 8))
+    with pytest.raises(ValueError, match="filter pass rate 1.5"):
+        predict_at_filter_rate(1.5, PilotCommit(2, 6, 1, 1))
+    with pytest.raises(PCConfigError):
+        predict_at_filter_rate(0.5, PilotCommit(4, 12, 96, 32, p_lower=0.9, p_upper=0.5))
 
 
 DISTRIBUTIONS = {

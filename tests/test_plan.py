@@ -162,16 +162,24 @@ def test_measured_runs_sit_beside_the_prediction_of_their_configuration(tmp_path
         assert row[3] == ("2" if window == "1..2" else "1")  # logged steps in the window
         assert row[4] == f"{pred.rollouts_per_step:.0f}" and row[5] == f"{measured:.0f}"
         assert row[6] == f"{(pred.rollouts_per_step - measured) / measured:+.1%}"
+        # The model again at the run's own filter pass rate (pass count / candidates over the window).
+        at_rate = plan.predict_at_filter_rate(rate, config).rollouts_per_step
+        cells[window + " at rate"] = at_rate
         assert row[7:] == [
             f"{pred.rounds_per_step:.2f}",
             f"{rounds:.2f}",
             f"{pred.filter_pass_rate:.3f}",
             f"{rate:.3f}",
+            f"{at_rate:.0f}",
+            f"{(at_rate - measured) / measured:+.1%}",
         ]
+    assert cells["1..2 at rate"] != cells["3..3 at rate"]  # the rates differ, so the windows must not share one
     # "all" weighs each window by its logged steps: (2 x window 1..2 + 1 x window 3..3) / 3 against 200.
     all_row = [c.strip() for c in table[4].strip("|").split("|")]
     assert all_row[:4] == ["all", "PC 4+12 G=8", log, "3"]
     assert all_row[4] == f"{(2 * cells['1..2'] + cells['3..3']) / 3:.0f}"
+    all_at_rate = (2 * cells["1..2 at rate"] + cells["3..3 at rate"]) / 3
+    assert all_row[11:] == [f"{all_at_rate:.0f}", f"{(all_at_rate - 200) / 200:+.1%}"]
 
 
 def test_a_window_the_run_did_not_reach_shows_a_dash_and_grpo_has_no_filter_rate(tmp_path, capsys):
@@ -179,8 +187,8 @@ def test_a_window_the_run_did_not_reach_shows_a_dash_and_grpo_has_no_filter_rate
     assert plan.main([FIXTURE, "--window", "2", "--measured", f"grpo={log}"]) == 0
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()[2:]]
     assert [r[0] for r in rows] == ["1..2", "3..3", "all"]
-    assert rows[1][3] == "0" and rows[1][5:] == ["—", "—", "1.00", "—", "—", "—"]
-    assert rows[0][9:] == ["—", "—"]  # GRPO logs pass_count == num_candidates: not a filter rate
+    assert rows[1][3] == "0" and rows[1][5:] == ["—", "—", "1.00", "—", "—", "—", "—", "—"]
+    assert rows[0][9:] == ["—", "—", "—", "—"]  # GRPO logs pass_count == num_candidates: not a filter rate
     assert rows[2][3] == "2" and rows[2][5] == "64"
 
 

@@ -2,7 +2,7 @@
 
 ``pass_rates`` is a 1-D array with one entry per prompt (or samples from a pass-rate distribution);
 every round draws its prompts uniformly from it and every rollout succeeds with its prompt's rate.
-Two ways to get the numbers, both returning a :class:`Prediction`:
+Three ways to get the numbers, each returning a :class:`Prediction`:
 
 * :func:`predict` — analytic. Pass counts per round are Binomial(G, mean pass probability). GRPO is
   closed form; DAPO is an exact recursion over rounds; Pilot-Commit is a Markov chain over the
@@ -10,11 +10,14 @@ Two ways to get the numbers, both returning a :class:`Prediction`:
   stationary distribution averaged over. The one approximation is the staleness flush: surplus
   entries that outlive a one-round step are thinned by the share a ``random`` prompt sampler would
   leave older than ``buffer_max_off_steps`` (exact for 0, and it never binds when supply < demand).
+* :func:`predict_at_filter_rate` — the analytic model at a given share of candidates passing the filter
+  (e.g. a run's logged one), which is all the rounds depend on: it separates a wrong pass-rate input
+  from the model's own error.
 * :func:`simulate` — Monte Carlo that drives the trainer's own policy code (``classify_pilot``,
   ``classify_by_spread``, ``commit_size``, ``PilotReplayBuffer``) with Bernoulli rollouts and a
   shuffled dataloader over the prompts, to check the analytic numbers.
 
-Both leave out what a fixed pass-rate table cannot describe: the policy improving, eviction of
+All three leave out what a fixed pass-rate table cannot describe: the policy improving, eviction of
 solved prompts, and epoch-end effects. A step cut at ``max_num_gen_batches`` rounds trains on what
 it collected (the trainer does so once it has ``min_train_prompts``).
 """
@@ -209,14 +212,32 @@ def predict(pass_rates, config: Config) -> Prediction:
         return Prediction(config.label, config.n, 1.0, 0.0, float(B * config.n), float(B), B * spread, spread)
     if isinstance(config, DAPO):
         # classify_by_spread keeps single-rollout groups.
-        keep = 1.0 if config.n == 1 else float(nonzero_variance_prob(p, config.n).mean())
-        pmf = binomial_pmf(config.gen_batch_size, keep)
-        rounds, shortfall, _ = _fill(pmf, np.array([config.train_batch_size]), config.max_num_gen_batches)
-        trained = config.train_batch_size - shortfall[0]
-        informative = 0.0 if config.n == 1 else trained
-        rollouts = rounds[0] * config.gen_batch_size * config.n
-        return Prediction(config.label, config.n, rounds[0], 0.0, rollouts, trained, informative, keep)
-    return _predict_pc(p, config)
+        return _predict_dapo(1.0 if config.n == 1 else float(nonzero_variance_prob(p, config.n).mean()), config)
+    return _predict_pc(float(band_pass_prob(p, config.n_pilot, config.p_lower, config.p_upper).mean()), config)
+
+
+def predict_at_filter_rate(rate: float, config: DAPO | PilotCommit) -> Prediction:
+    """The prediction for ``config`` when a share ``rate`` of filtered candidates passes (DAPO: groups with
+    spread; PC: pilots in the band), e.g. a run's logged ``filtering_stats/pass_rate``.
+
+    Rounds and rollouts depend on the pass rates only through this share, so comparing a run with this
+    splits a miss of :func:`predict` into the pass-rate input and the model's own arithmetic.
+    """
+    if not isinstance(config, DAPO | PilotCommit):
+        raise TypeError(f"{config!r} filters nothing; predict_at_filter_rate takes DAPO or PilotCommit")
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"filter pass rate {rate} is not a probability in [0, 1]")
+    _settings(config).validate()
+    return _predict_dapo(rate, config) if isinstance(config, DAPO) else _predict_pc(rate, config)
+
+
+def _predict_dapo(keep: float, config: DAPO) -> Prediction:
+    pmf = binomial_pmf(config.gen_batch_size, keep)
+    rounds, shortfall, _ = _fill(pmf, np.array([config.train_batch_size]), config.max_num_gen_batches)
+    trained = config.train_batch_size - shortfall[0]
+    informative = 0.0 if config.n == 1 else trained
+    rollouts = rounds[0] * config.gen_batch_size * config.n
+    return Prediction(config.label, config.n, rounds[0], 0.0, rollouts, trained, informative, keep)
 
 
 def _fill(pmf: np.ndarray, needs: np.ndarray, max_rounds: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -254,9 +275,9 @@ def _fill(pmf: np.ndarray, needs: np.ndarray, max_rounds: int) -> tuple[np.ndarr
     return rounds, open_mass @ need, surplus
 
 
-def _predict_pc(p: np.ndarray, config: PilotCommit) -> Prediction:
+def _predict_pc(band: float, config: PilotCommit) -> Prediction:
+    """``band``: the probability that a pilot lands in the band (the mean over the prompts drawn)."""
     B, G, s = config.train_batch_size, config.gen_batch_size, config.buffer_max_off_steps
-    band = float(band_pass_prob(p, config.n_pilot, config.p_lower, config.p_upper).mean())
     pmf = binomial_pmf(G, band)
     group = config.n_pilot + config.n_commit
     M = config.max_num_gen_batches

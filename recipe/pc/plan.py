@@ -12,8 +12,10 @@ run's logged ``rollout_stats/num_rollouts_sample`` and ``training/num_gen_batche
 ``tb:DIR`` or ``wandb:ENTITY/PROJECT/RUN_ID``, as ``recipe.pc.report`` reads them), averaged over the steps it
 logged in the dump window (their count is a column; a window it did not reach shows "—"), beside the
 prediction for that configuration, with the relative error. A log whose pilot rollouts contradict KIND is
-refused. ``--window K`` repeats it for consecutive windows of K dumped steps (pass rates drift as the policy
-learns). Feed it the dump of a different run (e.g. the GRPO run of the same data and seed): a run's own dump
+refused. Two more columns give the model again at the run's own filter pass rate (PC: pilots in the band;
+DAPO: groups kept), so a miss splits into the pass-rate input (GRPO's rates, not the run's) and the model's
+arithmetic (e.g. the first step's empty buffer). ``--window K`` repeats it for consecutive windows of K dumped
+steps (pass rates drift as the policy learns). Feed it the dump of a different run (e.g. the GRPO run of the same data and seed): a run's own dump
 is shaped by its own allocator.
 
 ``--by-source`` prints, per window, each data source's pass-rate spread (how a data mix is calibrated);
@@ -39,7 +41,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from recipe.pc.costmodel import DAPO, GRPO, PilotCommit, Prediction, predict, simulate
+from recipe.pc.costmodel import DAPO, GRPO, PilotCommit, Prediction, predict, predict_at_filter_rate, simulate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -308,19 +310,21 @@ def windows(files: list[tuple[int, str]], size: int | None) -> list[list[tuple[i
 def comparison_table(rows: list[tuple]) -> str:
     lines = [
         "| steps | configuration | run | logged steps | predicted rollouts/step | measured rollouts/step | error "
-        "| predicted rounds/step | measured rounds/step | predicted filter pass rate | measured filter pass rate |",
-        "|" + "---|" * 11,
+        "| predicted rounds/step | measured rounds/step | predicted filter pass rate | measured filter pass rate "
+        "| rollouts/step at the measured filter pass rate | its error |",
+        "|" + "---|" * 13,
     ]
 
     def cell(value: float, fmt: str) -> str:
         return "—" if math.isnan(value) else format(value, fmt)
 
-    for window, label, path, n, pred, meas, pred_rounds, meas_rounds, pred_rate, meas_rate in rows:
+    for window, label, path, n, pred, meas, pred_rounds, meas_rounds, pred_rate, meas_rate, at_rate in rows:
         error = (pred - meas) / meas if n else float("nan")
+        at_rate_error = (at_rate - meas) / meas if n else float("nan")
         lines.append(
             f"| {window} | {label} | {path} | {n} | {pred:.0f} | {cell(meas, '.0f')} | {cell(error, '+.1%')} "
             f"| {cell(pred_rounds, '.2f')} | {cell(meas_rounds, '.2f')} | {cell(pred_rate, '.3f')} "
-            f"| {cell(meas_rate, '.3f')} |"
+            f"| {cell(meas_rate, '.3f')} | {cell(at_rate, '.0f')} | {cell(at_rate_error, '+.1%')} |"
         )
     return "\n".join(lines)
 
@@ -352,7 +356,7 @@ def compare_with_runs(files, measured, metric: str, prior, window: int | None) -
     """The comparison table: per window of dumped steps, each measured run beside its configuration's prediction."""
     logs = {path: load_measured(path, config) for config, path in measured}
     nan = float("nan")
-    rows, totals = [], defaultdict(lambda: [0.0, 0.0, 0])
+    rows, totals = [], defaultdict(lambda: [0.0, 0.0, 0, 0.0])
     for chunk in windows(files, window):
         first, last = chunk[0][0], chunk[-1][0]
         _, seen, wins = read_pass_counts(chunk, metric)
@@ -365,20 +369,23 @@ def compare_with_runs(files, measured, metric: str, prior, window: int | None) -
             got = measured_per_step(logs[path], first, last)
             meas, meas_rounds, meas_rate, n = got if got else (nan, nan, nan, 0)
             meas_rate = nan if isinstance(config, GRPO) else meas_rate
+            # The model again at the run's own filter pass rate: what remains of the error is the model's.
+            at_rate = nan if math.isnan(meas_rate) else predict_at_filter_rate(meas_rate, config).rollouts_per_step
             rows.append(
                 (f"{first}..{last}", config.label, path, n, pred.rollouts_per_step, meas)
-                + (pred.rounds_per_step, meas_rounds, pred_rate, meas_rate)
+                + (pred.rounds_per_step, meas_rounds, pred_rate, meas_rate, at_rate)
             )
             total = totals[(config.label, path)]
             total[0] += pred.rollouts_per_step * n
             total[1] += meas * n if n else 0.0
             total[2] += n
-    for (_label, path), (_, _, n) in totals.items():
+            total[3] += at_rate * n if n else 0.0
+    for (_label, path), (_, _, n, _) in totals.items():
         if n == 0:
             raise DumpError(f"--measured {path}: no training step logged in steps {files[0][0]}..{files[-1][0]}")
     if len(rows) > len(measured):
-        for (label, path), (pred_sum, meas_sum, n) in totals.items():
-            rows.append(("all", label, path, n, pred_sum / n, meas_sum / n, nan, nan, nan, nan))
+        for (label, path), (pred_sum, meas_sum, n, at_rate_sum) in totals.items():
+            rows.append(("all", label, path, n, pred_sum / n, meas_sum / n, nan, nan, nan, nan, at_rate_sum / n))
     return comparison_table(rows)
 
 
