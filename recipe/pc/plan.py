@@ -15,8 +15,8 @@ prediction for that configuration, with the relative error. A log whose pilot ro
 refused. Two more columns give the model again at the run's own filter pass rate (PC: pilots in the band;
 DAPO: groups kept), so a miss splits into the pass-rate input (GRPO's rates, not the run's) and the model's
 arithmetic (e.g. the first step's empty buffer). ``--window K`` repeats it for consecutive windows of K dumped
-steps (pass rates drift as the policy learns). Feed it the dump of a different run (e.g. the GRPO run of the same data and seed): a run's own dump
-is shaped by its own allocator.
+steps (pass rates drift as the policy learns). Feed it the dump of a different run (e.g. the GRPO run of the
+same data and seed): a run's own dump is shaped by its own allocator.
 
 ``--by-source`` prints, per window, each data source's pass-rate spread (how a data mix is calibrated);
 ``--histogram PNG`` draws it (matplotlib, the ``report`` extra).
