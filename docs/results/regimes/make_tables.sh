@@ -30,4 +30,24 @@ done
 echo "Steps 2-10 only (without the warm-up step):" >>$R/default/costmodel_vs_measured.md
 python -m recipe.pc.plan $D/grpo16_default_s1/dump --steps 2:10 --train-batch-size 32 --gen-batch-size 96 --pc 4+12 \
   --measured pc:4+12=$D/pc4x12_default_s1/metrics.jsonl >>$R/default/costmodel_vs_measured.md
-ls $R/default $R/spread
+
+# Batch 3 (2026-11-26c): groups of 64 on the default mix. PC 8+56 and 4+60 were stopped at steps 4-6 (launch.log):
+# left out. The target is the peak of GRPO n=64's mean curve (the PC runs' group size).
+C=docs/results/regimes/2026-11-26c
+python -m recipe.pc.report --seeds --means $MEANS --at-steps 5,10,20,30 --out $R/default_g64 \
+  grpo64_s1=$C/grpo64_default_s1/metrics.jsonl grpo64_s2=$C/grpo64_default_s2/metrics.jsonl \
+  pc16x48_s1=$C/pc16x48_default_s1/metrics.jsonl pc16x48_s2=$C/pc16x48_default_s2/metrics.jsonl >/dev/null
+python -m recipe.pc.plan $C/grpo64_default_s1/dump --window 10 --by-source \
+  --histogram $R/pass_rates_grpo64_default_s1.png >$R/default_g64/pass_rates_by_source.md
+: >$R/default_g64/costmodel_vs_measured.md
+for seed in 1 2; do
+  python -m recipe.pc.plan $C/grpo64_default_s$seed/dump --train-batch-size 12 --gen-batch-size 36 --pc 16+48 \
+    --window 10 --measured pc:16+48=$C/pc16x48_default_s$seed/metrics.jsonl >>$R/default_g64/costmodel_vs_measured.md
+  echo >>$R/default_g64/costmodel_vs_measured.md
+done
+# The predictions made before batch 3 ran (README), from the groups-of-16 GRPO dumps, steps 11-30.
+for seed in 1 2; do
+  python -m recipe.pc.plan $D/grpo16_default_s$seed/dump --steps 11:30 --group-size 64 --train-batch-size 12 \
+    --gen-batch-size 36 --pc 16+48,8+56,4+60 >$R/default_g64/preregistered_predictions_s$seed.md
+done
+ls $R/default $R/spread $R/default_g64
