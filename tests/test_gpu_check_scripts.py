@@ -1,7 +1,9 @@
-"""docs/gpu-checks/retry_start.sh: it restarts a run only for vLLM's start-up memory race, before any step."""
+"""docs/gpu-checks/retry_start.sh restarts a run only for vLLM's start-up memory race, before any step; launch.sh's
+stop mode ends one run and its Ray processes and no other."""
 
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -56,3 +58,32 @@ def test_a_bad_start_tries_is_refused_before_running(tmp_path, tries):
     )
     assert result.returncode == 2 and f"START_TRIES={tries}" in result.stderr
     assert not (tmp_path / "ran").exists()
+
+
+LAUNCH = os.path.join(ROOT, "docs", "gpu-checks", "launch.sh")
+
+
+def test_stop_ends_a_run_and_its_ray_processes_but_not_a_run_whose_name_extends_it(tmp_path):
+    name = f"stoptest{os.getpid()}"
+    runs = tmp_path / "runs"
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    # run() writes the pid of a session leader (setsid); Ray's processes carry the run's temp dir in their arguments.
+    launcher = subprocess.Popen(sleeper, start_new_session=True)
+    ray_worker = subprocess.Popen([*sleeper, f"--temp-dir=/tmp/ray_{name}/session_1"])
+    sibling = subprocess.Popen([*sleeper, f"--temp-dir=/tmp/ray_{name}0/session_1"])
+    try:
+        for run, pid in ((name, launcher.pid), (f"{name}0", sibling.pid)):
+            (runs / run).mkdir(parents=True)
+            (runs / run / "pid").write_text(f"{pid}\n")
+        env = {**os.environ, "RUNS": str(runs)}
+        result = subprocess.run(["bash", LAUNCH, "stop", "load shedding", name], env=env, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        assert launcher.wait(timeout=10) is not None and ray_worker.wait(timeout=10) is not None
+        assert sibling.poll() is None  # pc_s1 must not stop pc_s10
+        assert f"stopped {name}: load shedding" in (runs / "launch.log").read_text()
+        missing = subprocess.run(["bash", LAUNCH, "stop", "why", "nosuchrun"], env=env, capture_output=True, text=True)
+        assert missing.returncode == 2 and "no run nosuchrun" in missing.stderr
+    finally:
+        for process in (launcher, ray_worker, sibling):
+            process.kill()
+            process.wait()

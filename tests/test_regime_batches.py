@@ -19,13 +19,15 @@ BATCHES = sorted(glob.glob(os.path.join(ROOT, "docs", "results", "regimes", "bat
 NAME = re.compile(r"^(?P<algo>grpo|dapo|pc)(?P<a>\d+)(?:x(?P<b>\d+))?(?P<ref>ref)?_(?P<mix>\w+)_s(?P<seed>\d+)$")
 
 
-def batch_lines() -> list[tuple[str, str, str, list[str]]]:
+def batch_lines(unique: bool = True) -> list[tuple[str, str, str, list[str]]]:
+    """Every run line of every batch file; ``unique``: a rerun (the same line in a later file) once."""
     lines = []
     for path in BATCHES:
         for line in open(path):
             if line.strip() and not line.startswith("#"):
                 name, mix, script, *overrides = line.split()
-                lines.append((name, mix, script, overrides))
+                if not unique or (name, mix, script, overrides) not in lines:
+                    lines.append((name, mix, script, overrides))
     return lines
 
 
@@ -39,9 +41,15 @@ def data_root(tmp_path_factory):
     return root
 
 
-def test_batch_files_exist_and_names_are_unique():
+def test_batch_files_exist_and_a_name_is_one_run():
+    """A name is one configuration: unique within a file, and in two files only as the same line (a rerun)."""
+    assert BATCHES
+    for path in BATCHES:
+        names = [line.split()[0] for line in open(path) if line.strip() and not line.startswith("#")]
+        assert len(names) == len(set(names)), path
     names = [name for name, *_ in batch_lines()]
-    assert BATCHES and len(names) == len(set(names))
+    assert len(names) == len(set(names)), "a name is used for two different lines"
+    assert len(batch_lines(unique=False)) > len(batch_lines())  # batch5.txt reruns batch3.txt's stopped runs
 
 
 @pytest.mark.parametrize("name,mix,script,overrides", batch_lines(), ids=[line[0] for line in batch_lines()])

@@ -9,14 +9,15 @@
 #   bash docs/gpu-checks/launch.sh regime    # #9's first regime batch (4 runs of 30 steps, one GPU each)
 #   bash docs/gpu-checks/launch.sh batch2    # 8 regime runs (2 a GPU) and the checks still missing, 20-30 s apart
 #   bash docs/gpu-checks/launch.sh tp2 NAME  # the rollout-TP-2 GRPO check alone, logs under /tmp/runs/NAME/
-#   bash docs/gpu-checks/launch.sh batch docs/results/regimes/batch3.txt   # a regime batch file, 2 runs a GPU
+#   bash docs/gpu-checks/launch.sh batch docs/results/regimes/batch3.txt   # a regime batch file, run i on GPU i mod 4
+#   bash docs/gpu-checks/launch.sh stop "WHY" NAME...   # stop runs (and their Ray processes), noted in launch.log
 #   bash docs/gpu-checks/launch.sh collect   # a tarball of the logs into $OUT
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
 export VLLM_USE_FLASHINFER_SAMPLER=0 RAY_AUTH_MODE=disabled
-RUNS=/tmp/runs
+RUNS=${RUNS:-/tmp/runs}
 M=/tmp/models/smollm2 TINY=/tmp/models/tiny_qwen2 D=/tmp/data
 STAGGER=${STAGGER:-25}
 # Every run is restarted (up to 3 times) if vLLM's start-up fails because another engine on its GPU changed
@@ -35,7 +36,7 @@ run() {
   sleep "$STAGGER"
 }
 
-case "${1:?setup | checks | regime | batch2 | collect}" in
+case "${1:?setup | checks | regime | batch2 | batch FILE | tp2 | stop WHY NAME... | collect}" in
   setup)
     python3 /tmp/smollm2_to_hf.py "$M" --gguf /tmp/smollm2.gguf --tiny "$TINY"
     python3 data/process_arithmetic.py --out_dir $D/smoke --levels 1 2 --train 160 --test 32
@@ -88,16 +89,32 @@ case "${1:?setup | checks | regime | batch2 | collect}" in
     ;;
   batch)
     # A regime batch file (docs/results/regimes/batch*.txt): one run a line, NAME MIX SCRIPT OVERRIDES..., 30 steps,
-    # every generated rollout dumped, run i on GPU i mod 4 (two runs a GPU for 8 lines), 20 s apart.
+    # every generated rollout dumped, run i on GPU i mod 4. Started in waves of one run a GPU: engines on different
+    # GPUs do not race, so a wave starts within seconds and the next waits WAVE_GAP (the same-GPU race).
     mkdir -p $RUNS
-    export STAGGER=20 CPUS=5
+    export CPUS=5
     i=0
     while read -r name mix script overrides; do
       case "$name" in '' | '#'*) continue ;; esac
-      MEM=0.10 run "$name" $((i % 4)) MODEL_PATH=$M DATA_DIR=$D/$mix STEPS=30 bash train_scripts/$script \
-        $overrides trainer.rollout_data_dir=$RUNS/$name/dump
+      gap=2
+      [ $((i % 4)) = 3 ] && gap=${WAVE_GAP:-25}
+      MEM=0.10 STAGGER=$gap run "$name" $((i % 4)) MODEL_PATH=$M DATA_DIR=$D/$mix STEPS=30 \
+        bash train_scripts/$script $overrides trainer.rollout_data_dir=$RUNS/$name/dump
       i=$((i + 1))
     done <"${2:?a batch file, e.g. docs/results/regimes/batch3.txt}"
+    ;;
+  stop)
+    # Stop runs started by run(): the process group of its launcher, then whatever still holds its Ray temp dir
+    # (the name must match whole: stopping pc_s1 leaves pc_s10 alone). The reason goes into launch.log.
+    why=${2:?stop WHY NAME...}
+    shift 2
+    for name in "${@:?stop WHY NAME...}"; do
+      [ -f "$RUNS/$name/pid" ] || { echo "no run $name under $RUNS" >&2; exit 2; }
+      kill -TERM -- "-$(cat "$RUNS/$name/pid")" 2>/dev/null || true
+      sleep 2
+      pkill -9 -f "/tmp/ray_$name([/ ]|\$)" || true
+      echo "$(date +%T) stopped $name: $why" | tee -a "$RUNS/launch.log"
+    done
     ;;
   tp2)
     # #15's PPO update at rollout TP 2, started alone (again) once the GPUs are quieter.
