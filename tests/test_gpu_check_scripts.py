@@ -76,7 +76,9 @@ def test_stop_ends_a_run_and_its_ray_processes_but_not_a_run_whose_name_extends_
             (runs / run).mkdir(parents=True)
             (runs / run / "pid").write_text(f"{pid}\n")
         env = {**os.environ, "RUNS": str(runs)}
-        result = subprocess.run(["bash", LAUNCH, "stop", "load shedding", name], env=env, capture_output=True, text=True)
+        result = subprocess.run(
+            ["bash", LAUNCH, "stop", "load shedding", name], env=env, capture_output=True, text=True
+        )
         assert result.returncode == 0, result.stderr
         assert launcher.wait(timeout=10) is not None and ray_worker.wait(timeout=10) is not None
         assert sibling.poll() is None  # pc_s1 must not stop pc_s10
