@@ -239,3 +239,40 @@ def test_pass_rates_by_source_and_histogram(tmp_path, capsys):
         ]
     assert [line.split("|")[2].strip() for line in lines[2:]] == ["a", "b", "all"]
     assert png.stat().st_size > 1000
+
+
+def _two_source_dump(tmp_path) -> str:
+    """The fixture's step 1 with two data sources: even prompt ids "a", odd "b"."""
+    rows = [json.loads(line) for line in open(os.path.join(FIXTURE, "1.jsonl"))]
+    for row in rows:
+        row["data_source"] = "a" if row["prompt_id"] % 2 == 0 else "b"
+    (tmp_path / "1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(tmp_path)
+
+
+def test_sources_predict_a_mix_made_of_some_of_the_dumps_sources(tmp_path, capsys):
+    dump = _two_source_dump(tmp_path)
+    ids, seen, wins = plan.read_pass_counts(plan.step_files(dump, (None, None)), "acc")
+    even = ids % 2 == 0
+    args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12"]
+    assert plan.main([dump, *args, "--sources", "a"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{even.sum()} prompts, {int(seen[even].sum())} rollouts") and "data sources a" in out
+    subset, everything = (plan.pass_rates(seen[m], wins[m], (0.0, 0.0)) for m in (even, ids >= 0))
+    config = plan.PilotCommit(4, 12, 8, 4)
+    pc_row = next(line for line in out.splitlines() if line.startswith("| PC 4+12"))
+    assert f"| {plan.predict(subset, config).rollouts_per_step:.0f} |" in pc_row
+    assert plan.predict(subset, config).rollouts_per_step != plan.predict(everything, config).rollouts_per_step
+    # The comparison with a run predicts from the same subset.
+    log = _write_metrics(tmp_path / "pc.jsonl", {1: (300, 2, 3, 16)}, explore=64)
+    assert plan.main([dump, *args, "--sources", "a", "--measured", f"pc:4+12={log}"]) == 0
+    row = [c.strip() for c in capsys.readouterr().out.splitlines()[2].strip("|").split("|")]
+    assert row[4] == f"{plan.predict(subset, config).rollouts_per_step:.0f}"
+
+
+def test_sources_errors(tmp_path, capsys):
+    dump = _two_source_dump(tmp_path)
+    assert plan.main([dump, "--sources", "a,c"]) == 2
+    assert "--sources: no prompt of ['c'] in steps 1..1; the dump has ['a', 'b']" in capsys.readouterr().err
+    assert plan.main([dump, "--sources", "a", "--by-source"]) == 2
+    assert "--by-source already splits them" in capsys.readouterr().err

@@ -18,7 +18,8 @@ arithmetic (e.g. the first step's empty buffer). ``--window K`` repeats it for c
 steps (pass rates drift as the policy learns). Feed it the dump of a different run (e.g. the GRPO run of the
 same data and seed): a run's own dump is shaped by its own allocator.
 
-``--by-source`` prints, per window, each data source's pass-rate spread (how a data mix is calibrated);
+``--sources A,B`` keeps only the prompts of those data sources (predicting a mix made of some of a dump's
+sources). ``--by-source`` prints, per window, each data source's pass-rate spread (how a data mix is calibrated);
 ``--histogram PNG`` draws it (matplotlib, the ``report`` extra).
 
 Recommendation: the configuration with the fewest predicted generated rollouts per informative
@@ -161,6 +162,21 @@ def read_sources(files: list[tuple[int, str]]) -> dict[int, str]:
                     row = json.loads(line)
                     sources.setdefault(int(row["prompt_id"]), str(row.get("data_source", "?")))
     return sources
+
+
+def keep_sources(files, ids, seen, wins, sources: list[str] | None):
+    """Only the prompts of these data sources (None: all), e.g. to predict a mix made of some of a dump's sources."""
+    if not sources:
+        return ids, seen, wins
+    of = read_sources(files)
+    labels = np.array([of[i] for i in ids])
+    present = sorted({of[i] for i in ids.tolist()})
+    missing = sorted(set(sources) - set(present))
+    if missing:
+        where = f"steps {files[0][0]}..{files[-1][0]}"
+        raise DumpError(f"--sources: no prompt of {missing} in {where}; the dump has {present}")
+    keep = np.isin(labels, sources)
+    return ids[keep], seen[keep], wins[keep]
 
 
 def rates_by_source(chunk: list[tuple[int, str]], metric: str, prior) -> tuple[str, np.ndarray, np.ndarray]:
@@ -352,14 +368,14 @@ def format_table(predictions: list[Prediction]) -> str:
     return "\n".join(lines)
 
 
-def compare_with_runs(files, measured, metric: str, prior, window: int | None) -> str:
+def compare_with_runs(files, measured, metric: str, prior, window: int | None, sources=None) -> str:
     """The comparison table: per window of dumped steps, each measured run beside its configuration's prediction."""
     logs = {path: load_measured(path, config) for config, path in measured}
     nan = float("nan")
     rows, totals = [], defaultdict(lambda: [0.0, 0.0, 0, 0.0])
     for chunk in windows(files, window):
         first, last = chunk[0][0], chunk[-1][0]
-        _, seen, wins = read_pass_counts(chunk, metric)
+        _, seen, wins = keep_sources(chunk, *read_pass_counts(chunk, metric), sources)
         rates = pass_rates(seen, wins, prior)
         for config, path in measured:
             pred = predict(rates, config)
@@ -413,6 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--window", type=int, default=None, metavar="K", help="split the steps into windows of K")
     parser.add_argument("--by-source", action="store_true", help="per window: pass rates per data source")
+    parser.add_argument(
+        "--sources", help="only prompts of these data sources, e.g. arith_l2,arith_l3 (a mix made of some of them)"
+    )
     parser.add_argument("--histogram", metavar="PNG", help="per window: a histogram of per-prompt pass rates")
     return parser
 
@@ -429,6 +448,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.window is not None and args.window < 1:
         print(f"error: --window {args.window}: expected a number of steps >= 1", file=sys.stderr)
         return 2
+    if args.sources and (args.by_source or args.histogram):
+        print("error: --sources selects prompts for the prediction; --by-source already splits them", file=sys.stderr)
+        return 2
+    sources = args.sources.split(",") if args.sources else None
     if args.measured and (args.by_source or args.histogram):
         print("error: --measured makes its own table; run --by-source/--histogram separately", file=sys.stderr)
         return 2
@@ -452,9 +475,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"wrote {args.histogram}", file=sys.stderr)
             return 0
         if measured:
-            print(compare_with_runs(files, measured, args.metric, prior, args.window))
+            print(compare_with_runs(files, measured, args.metric, prior, args.window, sources))
             return 0
-        ids, seen, wins = read_pass_counts(files, args.metric)
+        ids, seen, wins = keep_sources(files, *read_pass_counts(files, args.metric), sources)
         rates = pass_rates(seen, wins, prior)
         predictions = [predict(rates, c) for c in configs]
         # A configuration predicted never to fill a step is not simulated (it would only hit the round cap).
@@ -470,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{len(ids)} prompts, {int(seen.sum())} rollouts from steps {files[0][0]}..{files[-1][0]} "
         f"({len(files)} files); metric {args.metric}, prior Beta{prior}"
+        + (f"; data sources {','.join(sources)}" if sources else "")
     )
     print(
         f"pass rate: mean {rates.mean():.3f}, median {np.median(rates):.3f}; rollouts per prompt: "
