@@ -50,4 +50,13 @@ for seed in 1 2; do
   python -m recipe.pc.plan $D/grpo16_default_s$seed/dump --steps 11:30 --group-size 64 --train-batch-size 12 \
     --gen-batch-size 36 --pc 16+48,8+56,4+60 >$R/default_g64/preregistered_predictions_s$seed.md
 done
-ls $R/default $R/spread $R/default_g64
+# Predictions for the calibrated mix (batches 4 and 6), made before any run on it: the spread mix's GRPO dumps
+# (steps 11-30) restricted to the calibrated mix's levels, groups of 16 and of 64.
+mkdir -p $R/calibrated
+for seed in 1 2; do
+  calibrated="--steps 11:30 --sources arith_l2,arith_l3,arith_l4,arith_l6"
+  python -m recipe.pc.plan $D/grpo16_spread_s$seed/dump $calibrated --pc 4+12 >$R/calibrated/preregistered_g16_s$seed.md
+  python -m recipe.pc.plan $D/grpo16_spread_s$seed/dump $calibrated --group-size 64 --train-batch-size 12 \
+    --gen-batch-size 36 --pc 16+48,8+56,4+60 >$R/calibrated/preregistered_g64_s$seed.md
+done
+ls $R/default $R/spread $R/default_g64 $R/calibrated
