@@ -56,9 +56,10 @@ DUMP_HINT = (
 # What the recommendation's criterion does not capture, as measured (docs/results/regimes/README.md).
 CRITERION_CAVEAT = (
     "note: this ranks rollouts per informative group, not learning per rollout. In docs/results/regimes "
-    "(groups of 16, arithmetic, SmolLM2-135M) PC 4+12 generated fewer per informative group than GRPO n=16 "
-    "(33 against 40, measured) and still did not reach GRPO's accuracy with fewer rollouts (1.2x GRPO's, "
-    "within the seed spread, on one mix; 1.9x, one seed, on another). Check a recommendation with short runs."
+    "(arithmetic, SmolLM2-135M) PC 4+12 generated fewer per informative group than GRPO n=16 (33 against 40, "
+    "measured) and still did not reach GRPO's accuracy with fewer rollouts (1.2x GRPO's, within the seed spread); "
+    "PC 16+48 against GRPO n=64 needed 1.3x. At the same group size a PC step costs at least "
+    "(n_pilot*G/B + n_commit)/n GRPO steps. Check a recommendation with short runs."
 )
 
 
