@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Rebuilds every table and figure of docs/results/regimes/README.md from the committed logs (CPU, ~1 min):
 #   bash docs/results/regimes/make_tables.sh
+# REGIMES_OUT=DIR writes them under DIR instead (tests/test_regime_tables.py checks the committed ones that way).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-R=docs/results/regimes D=docs/results/regimes/2026-11-26
+R=${REGIMES_OUT:-docs/results/regimes} D=docs/results/regimes/2026-11-26
 MEANS=training/num_gen_batches,actor/grad_norm,actor/ppo_kl,actor/pg_clipfrac,actor/entropy,training/zero_variance_group_frac,filtering_stats/pass_rate,filtering_stats/too_correct_rate,filtering_stats/too_incorrect_rate
 # Accuracy against generated rollouts, seeds aggregated (pc4x12_spread_s2 stopped at step 2: left out).
 python -m recipe.pc.report --seeds --means $MEANS --at-steps 5,10,30 --out $R/default \
