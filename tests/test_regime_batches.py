@@ -16,7 +16,11 @@ from omegaconf import OmegaConf
 from recipe.pc.settings import PCSettings
 
 BATCHES = sorted(glob.glob(os.path.join(ROOT, "docs", "results", "regimes", "batch*.txt")))
-NAME = re.compile(r"^(?P<algo>grpo|dapo|pc)(?P<a>\d+)(?:x(?P<b>\d+))?(?P<ref>ref)?_(?P<mix>\w+)_s(?P<seed>\d+)$")
+# ALGO<n>[x<commit>][ref][screen<k> | skip | ds<generated>]_<mix>_s<seed>; the stage suffixes are #10's stages.
+NAME = re.compile(
+    r"^(?P<algo>grpo|dapo|pc)(?P<a>\d+)(?:x(?P<b>\d+))?(?P<ref>ref)?"
+    r"(?:screen(?P<screen>\d+)|(?P<skip>skip)|ds(?P<ds>\d+))?_(?P<mix>[a-z]+)_s(?P<seed>\d+)$"
+)
 
 
 def batch_lines(unique: bool = True) -> list[tuple[str, str, str, list[str]]]:
@@ -76,11 +80,16 @@ def test_each_run_composes_as_its_name_says(name, mix, script, overrides, data_r
     cfg = OmegaConf.create(yaml.safe_load(out.stdout))
     settings = PCSettings.from_config(cfg)
     want = NAME.match(name)
-    assert want, f"{name}: not ALGO<n>[x<commit>][ref]_<mix>_s<seed>"
+    assert want, f"{name}: not ALGO<n>[x<commit>][ref][screen<k>|skip|ds<n>]_<mix>_s<seed>"
+    assert want["mix"] == mix, f"{name}: its name says mix {want['mix']!r}, its line {mix!r}"
     assert settings.method == {"grpo": "grpo", "dapo": "dapo", "pc": "pilot_commit"}[want["algo"]]
     if want["algo"] == "pc":
         assert (settings.n_pilot, settings.n_commit) == (int(want["a"]), int(want["b"]))
     assert settings.group_size == int(want["a"]) + int(want["b"] or 0)
+    # The stages are on exactly where the name says (#10: screening, GRESO skipping, PODS down-sampling).
+    assert settings.screen_n == (int(want["screen"]) if want["screen"] else None)
+    assert settings.skip_enable == bool(want["skip"])
+    assert settings.downsample_n == (int(want["ds"]) if want["ds"] else None)
     assert cfg.data.seed == int(want["seed"]) and cfg.data.train_files.startswith(str(data_root / mix))
     assert cfg.trainer.total_training_steps == 30
     # Equal updates a step for every method (the issue's condition): 4 PPO mini-batches of the trained prompts. The
