@@ -17,6 +17,7 @@ from recipe.pc.costmodel import (
     nonzero_variance_prob,
     predict,
     predict_at_filter_rate,
+    screened_pilot_probs,
     simulate,
 )
 from recipe.pc.settings import PCConfigError
@@ -88,20 +89,59 @@ def test_half_pass_rate_exact_numbers():
 
 @pytest.mark.parametrize(
     "config",
-    [DAPO(8, 64, 32), DAPO(4, 16, 8, max_num_gen_batches=2), PilotCommit(4, 12, 96, 32), PilotCommit(16, 48, 36, 12)],
+    [
+        DAPO(8, 64, 32),
+        DAPO(4, 16, 8, max_num_gen_batches=2),
+        DAPO(4, 64, 32, downsample_n=8),
+        PilotCommit(4, 12, 96, 32),
+        PilotCommit(16, 48, 36, 12),
+        PilotCommit(8, 8, 96, 32, screen_n=2, downsample_n=16),
+    ],
     ids=lambda c: c.label,
 )
 def test_prediction_at_a_filter_rate_is_the_prediction_whose_pass_rates_give_that_rate(config):
-    """Rounds and rollouts depend on the pass rates only through the filter pass rate; so the prediction at the
-    rate a pass-rate table implies must be that table's prediction, field by field."""
+    """Rounds and rollouts depend on the pass rates only through the filter pass rate (and, with screening, the
+    share of screens that disagree); so the prediction at the rates a pass-rate table implies must be that
+    table's prediction, field by field."""
     p = np.random.default_rng(2).beta(0.3, 3.0, size=500)  # supply below demand: rounds move with the rate
     from_rates = predict(p, config)
-    at_rate = predict_at_filter_rate(from_rates.filter_pass_rate, config)
+    screen = getattr(config, "screen_n", None)
+    mixed = None if screen is None else float(screened_pilot_probs(p, config.n_pilot, screen, 0.125, 0.25)[0].mean())
+    at_rate = predict_at_filter_rate(from_rates.filter_pass_rate, config, screen_mixed=mixed)
     assert dataclasses.asdict(at_rate) == pytest.approx(dataclasses.asdict(from_rates))
     # The rate is used as given: the other side of 1/2 gives other numbers, and more passes never more rounds.
     low, high = sorted([from_rates.filter_pass_rate, 1 - from_rates.filter_pass_rate])
     assert high - low > 0.05
-    assert predict_at_filter_rate(high, config).rounds_per_step < predict_at_filter_rate(low, config).rounds_per_step
+    rounds = [predict_at_filter_rate(r, config, screen_mixed=mixed).rounds_per_step for r in (high, low)]
+    assert rounds[0] < rounds[1]
+
+
+def test_screening_and_down_sampling_exact_numbers():
+    # n = 4, screen 2, p = 1/2: the screen disagrees (1 of 2) w.p. 1/2, and then 1 + k of 4 (k = 0..2) is always
+    # in the band [0.125, 0.75]. Without the screen 1..3 of 4 pass: 14/16; the screen loses the 6/16 whose
+    # first two agree but whose whole pilot would have passed.
+    mixed, passed = screened_pilot_probs(np.array([0.5]), 4, 2, 0.125, 0.25)
+    assert (mixed[0], passed[0]) == pytest.approx((0.5, 0.5))
+    assert band_pass_prob(np.array([0.5]), 4, 0.125, 0.25)[0] == pytest.approx(14 / 16)
+    # B = G = 1 with a pass probability of 1/2 takes 2 rounds a step (test_half_pass_rate_exact_numbers); a round
+    # pilots one new prompt with 2 rollouts and completes last round's disagreeing screen (1/2) with 2 more.
+    p = np.full(40, 0.5)
+    pc = predict(p, PilotCommit(4, 12, 1, 1, screen_n=2))
+    assert pc.rounds_per_step == pytest.approx(2)
+    assert pc.pilot_rollouts_per_step == pytest.approx(2 * (2 + 0.5 * 2))
+    assert pc.commit_rollouts_per_step == pytest.approx(12)
+    assert predict(p, PilotCommit(4, 12, 1, 1, downsample_n=20)).commit_rollouts_per_step == pytest.approx(20)
+    # PODS for GRPO: 8 generated, 4 trained; a group has spread iff the 8 had: 1 - 2/2^8.
+    grpo = predict(p, GRPO(4, 8, downsample_n=8))
+    assert grpo.rollouts_per_step == 64 and grpo.informative_groups_per_step == pytest.approx(8 * (1 - 2 / 256))
+    with pytest.raises(ValueError, match="screen_mixed"):
+        predict_at_filter_rate(0.5, PilotCommit(4, 12, 1, 1, screen_n=2))
+    with pytest.raises(ValueError, match="screen_mixed"):
+        predict_at_filter_rate(0.5, PilotCommit(4, 12, 1, 1), screen_mixed=0.5)
+    with pytest.raises(PCConfigError, match="screen_n"):
+        predict(p, PilotCommit(4, 12, 1, 1, screen_n=4))
+    with pytest.raises(PCConfigError, match="downsample.n"):
+        predict(p, GRPO(8, 8, downsample_n=4))
 
 
 def test_prediction_at_a_filter_rate_exact_numbers_and_errors():
@@ -129,6 +169,12 @@ CONFIGS = [
     PilotCommit(4, 12, 96, 32, buffer_max_off_steps=0),
     PilotCommit(2, 14, 96, 32, buffer_max_off_steps=1),
     PilotCommit(4, 12, 64, 32, buffer_max_off_steps=0, max_num_gen_batches=3),
+    # #10's stages: screening pilots and PODS down-sampling
+    PilotCommit(4, 12, 96, 32, screen_n=2),
+    PilotCommit(8, 8, 48, 16, screen_n=3, buffer_max_off_steps=1),
+    PilotCommit(4, 12, 96, 32, downsample_n=24),
+    GRPO(8, 32, downsample_n=16),
+    DAPO(8, 64, 32, downsample_n=16),
 ]
 
 
@@ -136,7 +182,7 @@ CONFIGS = [
 def test_analytic_agrees_with_simulator(dist):
     p = DISTRIBUTIONS[dist](np.random.default_rng(11))
     for config in CONFIGS:
-        exact, sim = predict(p, config), simulate(p, config, steps=300, seed=5)
+        exact, sim = predict(p, config), simulate(p, config, steps=800, seed=5)
         for field in ("rounds_per_step", "rollouts_per_step", "trained_groups_per_step"):
             assert getattr(exact, field) == pytest.approx(getattr(sim, field), rel=0.03), (config.label, field)
         assert exact.filter_pass_rate == sim.filter_pass_rate

@@ -276,3 +276,32 @@ def test_sources_errors(tmp_path, capsys):
     assert "--sources: no prompt of ['c'] in steps 1..1; the dump has ['a', 'b']" in capsys.readouterr().err
     assert plan.main([dump, "--sources", "a", "--by-source"]) == 2
     assert "--by-source already splits them" in capsys.readouterr().err
+
+
+def test_screening_and_down_sampling_flags_reach_the_model_and_the_comparison(tmp_path, capsys):
+    args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--group-size", "16", "--pc", "4+12"]
+    assert plan.main([FIXTURE, *args, "--screen-n", "2", "--downsample-n", "24"]) == 0
+    out = capsys.readouterr().out
+    _, seen, wins = plan.read_pass_counts(plan.step_files(FIXTURE, (None, None)), "acc")
+    rates = plan.pass_rates(seen, wins, (0.0, 0.0))
+    for config in (plan.GRPO(16, 4, 24), plan.PilotCommit(4, 12, 8, 4, screen_n=2, downsample_n=24)):
+        row = next(line for line in out.splitlines() if line.startswith(f"| {config.label} |"))
+        assert f"| {plan.predict(rates, config).rollouts_per_step:.0f} |" in row
+    assert "| PC 4+12 of 24 G=8 screen 2 |" in out and "| GRPO n=16 of 24 |" in out
+    # Against a screened run: the at-own-rate column uses the logged pass rate and the share not screened out.
+    log = tmp_path / "pc.jsonl"
+    data = {
+        "rollout_stats/num_rollouts_sample": 250,
+        "rollout_stats/num_rollouts_sample_explore": 40,
+        "training/num_gen_batches": 2,
+        "filtering_stats/pass_count": 3,
+        "filtering_stats/num_candidates": 16,
+        "filtering_stats/screened_out_count": 4,
+    }
+    log.write_text("".join(json.dumps({"step": s, "data": data}) + "\n" for s in (1, 2, 3)))
+    assert plan.main([FIXTURE, *args, "--screen-n", "2", "--measured", f"pc:4+12={log}"]) == 0
+    row = [c.strip() for c in capsys.readouterr().out.splitlines()[2].strip("|").split("|")]
+    want = plan.predict_at_filter_rate(3 / 16, plan.PilotCommit(4, 12, 8, 4, screen_n=2), screen_mixed=1 - 4 / 16)
+    assert row[10:12] == ["0.188", f"{want.rollouts_per_step:.0f}"]
+    assert plan.main([FIXTURE, *args, "--downsample-n", "8"]) == 2  # fewer generated than trained
+    assert "algorithm.downsample.n=8" in capsys.readouterr().err

@@ -17,6 +17,8 @@ Three ways to get the numbers, each returning a :class:`Prediction`:
   ``classify_by_spread``, ``commit_size``, ``PilotReplayBuffer``) with Bernoulli rollouts and a
   shuffled dataloader over the prompts, to check the analytic numbers.
 
+Of #10's allocator stages they model screening pilots (``screen_n``) and PODS down-sampling
+(``downsample_n``); GRESO skipping acts on each prompt's history, which a pass-rate table has not got.
 All three leave out what a fixed pass-rate table cannot describe: the policy improving, eviction of
 solved prompts, and epoch-end effects. A step cut at ``max_num_gen_batches`` rounds trains on what
 it collected (the trainer does so once it has ``min_train_prompts``).
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recipe.pc.allocation import classify_by_spread, classify_pilot, commit_size
+from recipe.pc.allocation import classify_by_spread, classify_pilot, commit_size, select_responses
 from recipe.pc.replay_buffer import PilotReplayBuffer
 from recipe.pc.settings import PCSettings
 
@@ -38,16 +40,22 @@ _MAX_EXPECTED_ROUNDS = 2000
 _TAIL_MASS = 1e-12
 
 
+def _generated_label(n: int, downsample_n: int | None) -> str:
+    return f"n={n}" if downsample_n is None else f"n={n} of {downsample_n}"
+
+
 @dataclass(frozen=True)
 class GRPO:
-    """One round of ``train_batch_size`` prompts x ``n`` rollouts per step, every group trained."""
+    """One round of ``train_batch_size`` prompts x ``n`` rollouts per step, every group trained; with
+    ``downsample_n`` (PODS) each group generates that many and trains the ``n`` with the most spread."""
 
     n: int
     train_batch_size: int
+    downsample_n: int | None = None
 
     @property
     def label(self) -> str:
-        return f"GRPO n={self.n}"
+        return f"GRPO {_generated_label(self.n, self.downsample_n)}"
 
 
 @dataclass(frozen=True)
@@ -58,10 +66,11 @@ class DAPO:
     gen_batch_size: int
     train_batch_size: int
     max_num_gen_batches: int = 0  # <= 0: unlimited
+    downsample_n: int | None = None  # PODS: generated per group, the n with the most spread kept
 
     @property
     def label(self) -> str:
-        return f"DAPO n={self.n} G={self.gen_batch_size}"
+        return f"DAPO {_generated_label(self.n, self.downsample_n)} G={self.gen_batch_size}"
 
 
 @dataclass(frozen=True)
@@ -76,10 +85,14 @@ class PilotCommit:
     p_upper: float = 0.25
     buffer_max_off_steps: int = 4
     max_num_gen_batches: int = 0  # <= 0: unlimited
+    screen_n: int | None = None  # screening: this many pilot rollouts first, the rest only if they disagree
+    downsample_n: int | None = None  # PODS: generated per commit, the n_commit with the most spread kept
 
     @property
     def label(self) -> str:
-        return f"PC {self.n_pilot}+{self.n_commit} G={self.gen_batch_size}"
+        extra = "" if self.screen_n is None else f" screen {self.screen_n}"
+        commit = self.n_commit if self.downsample_n is None else f"{self.n_commit} of {self.downsample_n}"
+        return f"PC {self.n_pilot}+{commit} G={self.gen_batch_size}{extra}"
 
 
 Config = GRPO | DAPO | PilotCommit
@@ -131,6 +144,19 @@ def band_pass_prob(pass_rates, n: int, p_lower: float, p_upper: float) -> np.nda
     return binomial_pmf(n, pass_rates) @ in_band.astype(np.float64)
 
 
+def screened_pilot_probs(pass_rates, n: int, screen_n: int, p_lower: float, p_upper: float):
+    """With a screen of ``screen_n`` of the ``n`` pilot rollouts: (P(the screen disagrees, so the rest of the pilot
+    is generated), P(it disagrees and the whole pilot then passes ``classify_pilot``)), one entry per pass rate."""
+    k = np.arange(n + 1)
+    in_band = (k / n >= p_lower - 1e-9) & (k / n <= 1.0 - p_upper + 1e-9) & (k > 0) & (k < n)
+    screen, rest = binomial_pmf(screen_n, pass_rates), binomial_pmf(n - screen_n, pass_rates)
+    mixed = screen[..., 1:screen_n].sum(axis=-1)
+    passed = sum(
+        screen[..., j] * (rest @ in_band[j : j + n - screen_n + 1].astype(np.float64)) for j in range(1, screen_n)
+    )
+    return mixed, passed
+
+
 def nonzero_variance_prob(pass_rates, n: int) -> np.ndarray:
     """P(a group of ``n`` rollouts is not all-correct or all-wrong) = 1 - p^n - (1-p)^n."""
     p = np.asarray(pass_rates, dtype=np.float64)
@@ -148,9 +174,9 @@ def _check(pass_rates, config: Config) -> np.ndarray:
     return p
 
 
-# The allocator stages (issue #10) are not modelled: off in every simulated configuration.
-STAGES_OFF = {
-    "downsample_n": None,
+# GRESO skipping (issue #10) is not modelled: it acts on a prompt's history, which a pass-rate table has not got.
+# Screening and down-sampling are (the configurations' screen_n and downsample_n).
+SKIP_OFF = {
     "skip_enable": False,
     "skip_explore_floor": 0.01,
     "skip_p_init": 0.5,
@@ -158,20 +184,20 @@ STAGES_OFF = {
     "skip_p_min": 0.05,
     "skip_p_max": 0.95,
     "skip_target_zero_variance": 0.25,
-    "screen_n": None,
 }
 
 
 def _settings(config: Config) -> PCSettings:
     if isinstance(config, GRPO):
         method, n_pilot, n_commit, gen, rounds = "grpo", 1, config.n, config.train_batch_size, 1
-        band = (0.0, 0.0, 0)
+        band, screen = (0.0, 0.0, 0), None
     elif isinstance(config, DAPO):
         method, n_pilot, n_commit, gen = "dapo", 1, config.n, config.gen_batch_size
-        rounds, band = config.max_num_gen_batches, (0.0, 0.0, 0)
+        rounds, band, screen = config.max_num_gen_batches, (0.0, 0.0, 0), None
     elif isinstance(config, PilotCommit):
         method, n_pilot, n_commit, gen = "pilot_commit", config.n_pilot, config.n_commit, config.gen_batch_size
         rounds, band = config.max_num_gen_batches, (config.p_lower, config.p_upper, config.buffer_max_off_steps)
+        screen = config.screen_n
     else:
         raise TypeError(f"unknown configuration {config!r}; use GRPO, DAPO or PilotCommit")
     return PCSettings(
@@ -198,7 +224,9 @@ def _settings(config: Config) -> PCSettings:
         partial_mini_batch=False,
         dapo_step_unit="update",
         buffer_tie_order="newest_first",
-        **STAGES_OFF,
+        downsample_n=config.downsample_n,
+        screen_n=screen,
+        **SKIP_OFF,
     )
 
 
@@ -207,28 +235,45 @@ def predict(pass_rates, config: Config) -> Prediction:
     """Analytic steady-state prediction for ``config`` on prompts with these pass rates."""
     p = _check(pass_rates, config)
     if isinstance(config, GRPO):
-        spread = float(nonzero_variance_prob(p, config.n).mean())
+        # Down-sampling keeps the most varied n of the generated, so a group has spread iff the generated had.
+        generated = config.downsample_n or config.n
+        spread = float(nonzero_variance_prob(p, generated).mean())
         B = config.train_batch_size
-        return Prediction(config.label, config.n, 1.0, 0.0, float(B * config.n), float(B), B * spread, spread)
+        return Prediction(config.label, config.n, 1.0, 0.0, float(B * generated), float(B), B * spread, spread)
     if isinstance(config, DAPO):
         # classify_by_spread keeps single-rollout groups.
-        return _predict_dapo(1.0 if config.n == 1 else float(nonzero_variance_prob(p, config.n).mean()), config)
-    return _predict_pc(float(band_pass_prob(p, config.n_pilot, config.p_lower, config.p_upper).mean()), config)
+        generated = config.downsample_n or config.n
+        return _predict_dapo(1.0 if generated == 1 else float(nonzero_variance_prob(p, generated).mean()), config)
+    if config.screen_n is None:
+        band = float(band_pass_prob(p, config.n_pilot, config.p_lower, config.p_upper).mean())
+        return _predict_pc(band, config)
+    mixed, passed = screened_pilot_probs(p, config.n_pilot, config.screen_n, config.p_lower, config.p_upper)
+    return _predict_pc(float(passed.mean()), config, screen_mixed=float(mixed.mean()))
 
 
-def predict_at_filter_rate(rate: float, config: DAPO | PilotCommit) -> Prediction:
+def predict_at_filter_rate(rate: float, config: DAPO | PilotCommit, screen_mixed: float | None = None) -> Prediction:
     """The prediction for ``config`` when a share ``rate`` of filtered candidates passes (DAPO: groups with
     spread; PC: pilots in the band), e.g. a run's logged ``filtering_stats/pass_rate``.
 
-    Rounds and rollouts depend on the pass rates only through this share, so comparing a run with this
-    splits a miss of :func:`predict` into the pass-rate input and the model's own arithmetic.
+    Rounds and rollouts depend on the pass rates only through this share (and, with screening, the share of
+    screens that disagree, ``screen_mixed``), so comparing a run with this splits a miss of :func:`predict`
+    into the pass-rate input and the model's own arithmetic.
     """
     if not isinstance(config, DAPO | PilotCommit):
         raise TypeError(f"{config!r} filters nothing; predict_at_filter_rate takes DAPO or PilotCommit")
-    if not 0.0 <= rate <= 1.0:
-        raise ValueError(f"filter pass rate {rate} is not a probability in [0, 1]")
+    screened = isinstance(config, PilotCommit) and config.screen_n is not None
+    if screened != (screen_mixed is not None):
+        raise ValueError(
+            "screen_mixed (the share of screens that disagree) is needed with screening, and only then; "
+            f"got screen_mixed={screen_mixed} for {config.label}"
+        )
+    for name, value in (("filter pass rate", rate), ("screen_mixed", 0.0 if screen_mixed is None else screen_mixed)):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} {value} is not a probability in [0, 1]")
     _settings(config).validate()
-    return _predict_dapo(rate, config) if isinstance(config, DAPO) else _predict_pc(rate, config)
+    if isinstance(config, DAPO):
+        return _predict_dapo(rate, config)
+    return _predict_pc(rate, config, screen_mixed=screen_mixed)
 
 
 def _predict_dapo(keep: float, config: DAPO) -> Prediction:
@@ -236,7 +281,7 @@ def _predict_dapo(keep: float, config: DAPO) -> Prediction:
     rounds, shortfall, _ = _fill(pmf, np.array([config.train_batch_size]), config.max_num_gen_batches)
     trained = config.train_batch_size - shortfall[0]
     informative = 0.0 if config.n == 1 else trained
-    rollouts = rounds[0] * config.gen_batch_size * config.n
+    rollouts = rounds[0] * config.gen_batch_size * (config.downsample_n or config.n)
     return Prediction(config.label, config.n, rounds[0], 0.0, rollouts, trained, informative, keep)
 
 
@@ -275,8 +320,13 @@ def _fill(pmf: np.ndarray, needs: np.ndarray, max_rounds: int) -> tuple[np.ndarr
     return rounds, open_mass @ need, surplus
 
 
-def _predict_pc(band: float, config: PilotCommit) -> Prediction:
-    """``band``: the probability that a pilot lands in the band (the mean over the prompts drawn)."""
+def _predict_pc(band: float, config: PilotCommit, screen_mixed: float | None = None) -> Prediction:
+    """``band``: the probability that a new prompt's pilot lands in the band (the mean over the prompts drawn).
+
+    With screening a passing pilot enters the buffer a round later, when the rest of it is generated; in the
+    steady state every round still adds the passes of one round of new prompts, so only the pilot's cost changes:
+    ``screen_n`` rollouts a new prompt, plus the rest for the ``screen_mixed`` share whose screen disagreed.
+    """
     B, G, s = config.train_batch_size, config.gen_batch_size, config.buffer_max_off_steps
     pmf = binomial_pmf(G, band)
     group = config.n_pilot + config.n_commit
@@ -303,12 +353,16 @@ def _predict_pc(band: float, config: PilotCommit) -> Prediction:
     pi = _stationary(T)
     rounds_per_step = float(pi @ rounds)
     trained_per_step = float(pi @ trained)
+    if config.screen_n is None:
+        pilot_per_prompt = float(config.n_pilot)
+    else:
+        pilot_per_prompt = config.screen_n + screen_mixed * (config.n_pilot - config.screen_n)
     return Prediction(
         config.label,
         group,
         rounds_per_step,
-        rounds_per_step * G * config.n_pilot,
-        trained_per_step * config.n_commit,
+        rounds_per_step * G * pilot_per_prompt,
+        trained_per_step * (config.downsample_n or config.n_commit),
         trained_per_step,
         trained_per_step,  # the pilot half already has spread
         band,
@@ -379,21 +433,25 @@ def simulate(pass_rates, config: Config, steps: int = 400, warmup: int = 20, see
     settings = _settings(config)
     loader = _Loader(len(p), settings.gen_batch_size, rng)
     buffer = PilotReplayBuffer(10**9, "random", "max_variance", rng)
+    screened: list[tuple[int, np.ndarray]] = []  # PC screening: (prompt, screen rollouts) waiting for the rest
     totals = np.zeros(5)  # rounds, pilot rollouts, commit rollouts, trained groups, informative groups
     for step in range(1, warmup + steps + 1):
         if isinstance(config, PilotCommit):
-            result = _pc_step(p, config, settings, loader, buffer, step, rng)
+            result = _pc_step(p, config, settings, loader, buffer, screened, step, rng)
         else:
             result = _baseline_step(p, settings, loader, rng)
         if step > warmup:
             totals += result
     r, pilot, commit, trained, informative = totals / steps
-    if isinstance(config, PilotCommit):
+    generated = settings.n_generated
+    if isinstance(config, PilotCommit) and config.screen_n is not None:
+        rate = float(screened_pilot_probs(p, config.n_pilot, config.screen_n, config.p_lower, config.p_upper)[1].mean())
+    elif isinstance(config, PilotCommit):
         rate = float(band_pass_prob(p, config.n_pilot, config.p_lower, config.p_upper).mean())
-    elif isinstance(config, DAPO) and config.n == 1:
+    elif isinstance(config, DAPO) and generated == 1:
         rate = 1.0
     else:
-        rate = float(nonzero_variance_prob(p, config.n).mean())
+        rate = float(nonzero_variance_prob(p, generated).mean())
     return Prediction(config.label, settings.group_size, r, pilot, commit, trained, informative, rate)
 
 
@@ -405,34 +463,48 @@ def _round_limit_hit(settings: PCSettings, rounds: int) -> bool:
     return False
 
 
-def _pc_step(p, config: PilotCommit, settings: PCSettings, loader, buffer, step, rng) -> np.ndarray:
-    n_p, n_c, B = config.n_pilot, config.n_commit, config.train_batch_size
-    rounds = committed = informative = 0
+def _pc_step(p, config: PilotCommit, settings: PCSettings, loader, buffer, screened, step, rng) -> np.ndarray:
+    n_p, n_c, B, s = config.n_pilot, config.n_commit, config.train_batch_size, config.screen_n
+    n_gen = settings.n_generated
+    rounds = committed = informative = pilot_rollouts = 0
     committed_ids: set[int] = set()
     while True:  # the loop of RayPCTrainer._run_round / PilotCommitAllocator / _batch_ready
         ids = loader.next()
         rounds += 1
         draws = buffer.sample(commit_size(B - committed, len(buffer)), n_p)
         committed_ids.update(d.entry.prompt_id for d in draws)
-        pilots = (rng.random((len(ids), n_p)) < p[ids, None]).astype(np.float64)
-        verdict = classify_pilot(np.repeat(ids, n_p), pilots.ravel(), config.p_lower, config.p_upper, None)
-        fresh = ~np.isin(verdict.stats.prompt_ids, list(committed_ids))
-        for j in np.flatnonzero(verdict.passed & fresh):
-            pid = int(verdict.stats.prompt_ids[j])
-            buffer.add(pid, None, pilots[verdict.stats.first_row[j] // n_p], step)
+        # This round's pilots: whole ones, or screens of new prompts plus the rest of last round's mixed screens.
+        if s is None:
+            complete, pilots = ids, (rng.random((len(ids), n_p)) < p[ids, None]).astype(np.float64)
+            pilot_rollouts += len(ids) * n_p
+        else:
+            waiting = list(screened)
+            screens = (rng.random((len(ids), s)) < p[ids, None]).astype(np.float64)
+            screened[:] = [(int(i), v) for i, v in zip(ids, screens, strict=True) if 0 < v.sum() < s]
+            complete = np.array([i for i, _ in waiting], dtype=np.int64)
+            rest = (rng.random((len(waiting), n_p - s)) < p[complete, None]).astype(np.float64)
+            pilots = np.concatenate([np.array([v for _, v in waiting]).reshape(-1, s), rest], axis=1)
+            pilot_rollouts += len(ids) * s + len(waiting) * (n_p - s)
+        if len(complete):
+            verdict = classify_pilot(np.repeat(complete, n_p), pilots.ravel(), config.p_lower, config.p_upper, None)
+            fresh = ~np.isin(verdict.stats.prompt_ids, list(committed_ids))
+            for j in np.flatnonzero(verdict.passed & fresh):
+                pid = int(verdict.stats.prompt_ids[j])
+                buffer.add(pid, None, pilots[verdict.stats.first_row[j] // n_p], step)
         for draw in draws:
-            commits = (rng.random(n_c) < p[draw.entry.prompt_id]).astype(np.float64)
-            group = np.concatenate([draw.entry.metric_values[draw.response_index], commits])
+            commits = (rng.random(n_gen) < p[draw.entry.prompt_id]).astype(np.float64)
+            kept = commits[select_responses(commits, n_c, "max_variance", rng)] if n_gen > n_c else commits
+            group = np.concatenate([draw.entry.metric_values[draw.response_index], kept])
             informative += bool(group.std() > 0)
         committed += len(draws)
         if committed >= B or _round_limit_hit(settings, rounds):
             break
     buffer.flush_stale(step, config.buffer_max_off_steps)
-    return np.array([rounds, rounds * len(ids) * n_p, committed * n_c, committed, informative], dtype=np.float64)
+    return np.array([rounds, pilot_rollouts, committed * n_gen, committed, informative], dtype=np.float64)
 
 
 def _baseline_step(p, settings: PCSettings, loader, rng) -> np.ndarray:
-    n, B = settings.n_commit, settings.train_batch_size
+    n, B = settings.n_generated, settings.train_batch_size
     rounds = committed = informative = generated = 0
     committed_ids: set[int] = set()
     while True:  # the loop of RayPCTrainer._run_round with the grpo/dapo allocator, and _batch_ready

@@ -18,9 +18,11 @@ arithmetic (e.g. the first step's empty buffer). ``--window K`` repeats it for c
 steps (pass rates drift as the policy learns). Feed it the dump of a different run (e.g. the GRPO run of the
 same data and seed): a run's own dump is shaped by its own allocator.
 
-``--sources A,B`` keeps only the prompts of those data sources (predicting a mix made of some of a dump's
-sources). ``--by-source`` prints, per window, each data source's pass-rate spread (how a data mix is calibrated);
-``--histogram PNG`` draws it (matplotlib, the ``report`` extra).
+``--screen-n K`` screens every PC split's pilots (``algorithm.exploration.screen_n``); ``--downsample-n N``
+generates N rollouts per GRPO/DAPO group and per PC commit and trains the configured number (PODS,
+``algorithm.downsample.n``). ``--sources A,B`` keeps only the prompts of those data sources (predicting a mix
+made of some of a dump's sources). ``--by-source`` prints, per window, each data source's pass-rate spread (how a
+data mix is calibrated); ``--histogram PNG`` draws it (matplotlib, the ``report`` extra).
 
 Recommendation: the configuration with the fewest predicted generated rollouts per informative
 trained group (a group whose metric is not constant, so GRPO gets a gradient from it); ties go to
@@ -248,9 +250,12 @@ def parse_splits(text: str) -> list[tuple[int, int]]:
 def configurations(args) -> list:
     B, G, N = args.train_batch_size, args.gen_batch_size or 3 * args.train_batch_size, args.group_size
     splits = parse_splits(args.pc) if args.pc else default_splits(N)
-    configs = [GRPO(N, B), DAPO(N, G, B, args.max_num_gen_batches)]
+    ds = args.downsample_n
+    configs = [GRPO(N, B, ds), DAPO(N, G, B, args.max_num_gen_batches, ds)]
     configs += [
-        PilotCommit(n_p, n_c, G, B, args.p_lower, args.p_upper, args.max_off_steps, args.max_num_gen_batches)
+        PilotCommit(
+            n_p, n_c, G, B, args.p_lower, args.p_upper, args.max_off_steps, args.max_num_gen_batches, args.screen_n, ds
+        )
         for n_p, n_c in splits
     ]
     return configs
@@ -302,19 +307,23 @@ def load_measured(path: str, config) -> pd.DataFrame:
     return frame
 
 
-def measured_per_step(frame, first: int, last: int) -> tuple[float, float, float, int] | None:
+def measured_per_step(frame, first: int, last: int) -> tuple[float, float, float, float, int] | None:
     """Over steps first..last of a run's log: mean generated rollouts and generation rounds per step, the
-    share of filtered candidates that passed (PC: pilots in the band; nan when not logged), and the step count;
-    None when the run logged no training step there."""
+    share of filtered candidates that passed (PC: pilots in the band), the share whose screen disagreed (PC with
+    screening: not screened out), and the step count; a share not logged is nan. None when the run logged no
+    training step there."""
     rows = frame.loc[(frame.index >= first) & (frame.index <= last), list(MEASURED_COLUMNS)].dropna()
     if rows.empty:
         return None
-    passed = "filtering_stats/pass_count", "filtering_stats/num_candidates"
-    rate = float("nan")
-    if all(c in frame.columns for c in passed):
-        window = frame.loc[rows.index, list(passed)].fillna(0).sum()
-        rate = float(window[passed[0]] / window[passed[1]]) if window[passed[1]] > 0 else rate
-    return float(rows[MEASURED_COLUMNS[0]].mean()), float(rows[MEASURED_COLUMNS[1]].mean()), rate, len(rows)
+
+    def share(part: str, whole: str = "filtering_stats/num_candidates") -> float:
+        if part not in frame.columns or whole not in frame.columns:
+            return float("nan")
+        window = frame.loc[rows.index, [part, whole]].fillna(0).sum()
+        return float(window[part] / window[whole]) if window[whole] > 0 else float("nan")
+
+    rate, mixed = share("filtering_stats/pass_count"), 1.0 - share("filtering_stats/screened_out_count")
+    return float(rows[MEASURED_COLUMNS[0]].mean()), float(rows[MEASURED_COLUMNS[1]].mean()), rate, mixed, len(rows)
 
 
 def windows(files: list[tuple[int, str]], size: int | None) -> list[list[tuple[int, str]]]:
@@ -384,10 +393,13 @@ def compare_with_runs(files, measured, metric: str, prior, window: int | None, s
             # logs compares with anything.
             pred_rate = nan if isinstance(config, GRPO) else pred.filter_pass_rate
             got = measured_per_step(logs[path], first, last)
-            meas, meas_rounds, meas_rate, n = got if got else (nan, nan, nan, 0)
+            meas, meas_rounds, meas_rate, meas_mixed, n = got if got else (nan, nan, nan, nan, 0)
             meas_rate = nan if isinstance(config, GRPO) else meas_rate
-            # The model again at the run's own filter pass rate: what remains of the error is the model's.
-            at_rate = nan if math.isnan(meas_rate) else predict_at_filter_rate(meas_rate, config).rollouts_per_step
+            # The model again at the run's own filter pass rate (and screen share): what remains is the model's.
+            mixed = meas_mixed if getattr(config, "screen_n", None) is not None else None
+            at_rate = nan
+            if not (math.isnan(meas_rate) or (mixed is not None and math.isnan(mixed))):
+                at_rate = predict_at_filter_rate(meas_rate, config, screen_mixed=mixed).rollouts_per_step
             rows.append(
                 (f"{first}..{last}", config.label, path, n, pred.rollouts_per_step, meas)
                 + (pred.rounds_per_step, meas_rounds, pred_rate, meas_rate, at_rate)
@@ -420,6 +432,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--p-upper", type=float, default=0.25, help="algorithm.diversity_threshold_upper")
     parser.add_argument("--max-off-steps", type=int, default=4, help="algorithm.buffer_max_off_steps")
     parser.add_argument("--max-num-gen-batches", type=int, default=10, help="rounds allowed per step (<= 0: no limit)")
+    parser.add_argument("--screen-n", type=int, default=None, help="algorithm.exploration.screen_n (PC splits)")
+    parser.add_argument(
+        "--downsample-n",
+        type=int,
+        default=None,
+        help="algorithm.downsample.n: generated per GRPO/DAPO group or PC commit",
+    )
     parser.add_argument("--simulate", type=int, default=0, metavar="STEPS", help="also run the simulator this long")
     parser.add_argument(
         "--measured",
