@@ -305,3 +305,36 @@ def test_screening_and_down_sampling_flags_reach_the_model_and_the_comparison(tm
     assert row[10:12] == ["0.188", f"{want.rollouts_per_step:.0f}"]
     assert plan.main([FIXTURE, *args, "--downsample-n", "8"]) == 2  # fewer generated than trained
     assert "algorithm.downsample.n=8" in capsys.readouterr().err
+
+
+def test_a_run_must_match_the_stages_it_is_measured_against(tmp_path, capsys):
+    args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12"]
+
+    def log(name: str, **counters) -> str:
+        data = {"rollout_stats/num_rollouts_sample": 200, "rollout_stats/num_rollouts_sample_explore": 32}
+        data.update({"training/num_gen_batches": 1, "filtering_stats/pass_count": 2})
+        data.update({"filtering_stats/num_candidates": 8, **counters})
+        path = tmp_path / name
+        path.write_text(json.dumps({"step": 1, "data": data}) + "\n")
+        return str(path)
+
+    off = {"filtering_stats/screened_out_count": 0, "rollout_stats/num_rollouts_downsampled": 0}
+    unscreened = log("plain.jsonl", **off)
+    screened = log("screened.jsonl", **{**off, "filtering_stats/screened_out_count": 3})
+    downsampled = log("pods.jsonl", **{**off, "rollout_stats/num_rollouts_downsampled": 96})
+    for extra, path, message in (
+        (["--screen-n", "2"], unscreened, "has no screened-out prompts"),
+        ([], screened, "has screened-out prompts"),
+        ([], downsampled, "has down-sampled rollouts"),
+        (["--downsample-n", "24"], unscreened, "has no down-sampled rollouts"),
+    ):
+        assert plan.main([FIXTURE, *args, *extra, "--measured", f"pc:4+12={path}"]) == 2
+        assert message in capsys.readouterr().err
+    assert plan.main([FIXTURE, *args, "--screen-n", "2", "--measured", f"pc:4+12={screened}"]) == 0
+    capsys.readouterr()
+    # Without --pc the default grid keeps the splits whose pilot is longer than the screen.
+    assert plan.main([FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8", "--screen-n", "4"]) == 0
+    labels = [line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| PC")]
+    assert labels == ["PC 8+8 G=8 screen 4"]
+    assert plan.main([FIXTURE, "--train-batch-size", "4", "--screen-n", "8"]) == 2
+    assert "no default split has a longer pilot" in capsys.readouterr().err

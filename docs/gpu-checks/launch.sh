@@ -104,8 +104,10 @@ case "${1:?setup | checks | regime | batch2 | batch FILE | tp2 | stop WHY NAME..
     done <"${2:?a batch file, e.g. docs/results/regimes/batch3.txt}"
     ;;
   stop)
-    # Stop runs started by run(): the process group of its launcher, then whatever still holds its Ray temp dir
-    # (the name must match whole: stopping pc_s1 leaves pc_s10 alone). The reason goes into launch.log.
+    # Stop runs started by run(): the process group of its launcher, then whatever still names its Ray temp dir
+    # (the raylet and GCS; the name must match whole: stopping pc_s1 leaves pc_s10 alone). Ray workers and their
+    # vLLM engines exit with the raylet: in session 2026-11-26c their GPU memory was free 20 s after a stop.
+    # The reason goes into launch.log.
     why=${2:?stop WHY NAME...}
     shift 2
     for name in "${@:?stop WHY NAME...}"; do

@@ -134,26 +134,25 @@ def binomial_pmf(n: int, p: np.ndarray | float) -> np.ndarray:
     return np.exp(log_pmf)
 
 
-def band_pass_prob(pass_rates, n: int, p_lower: float, p_upper: float) -> np.ndarray:
-    """P(a pilot of ``n`` rollouts passes ``classify_pilot``): mean k/n in [p_lower, 1 - p_upper], 0 < k < n.
-
-    The band edges use the same tolerance as the trainer, and k = 0 or n never passes (no spread).
-    """
+def _in_band(n: int, p_lower: float, p_upper: float) -> np.ndarray:
+    """For k = 0..n successes of ``n``: does the pilot pass ``classify_pilot`` (mean k/n in [p_lower, 1 - p_upper]
+    with the trainer's tolerance, and 0 < k < n: no spread never passes), as 0/1 floats."""
     k = np.arange(n + 1)
-    in_band = (k / n >= p_lower - 1e-9) & (k / n <= 1.0 - p_upper + 1e-9) & (k > 0) & (k < n)
-    return binomial_pmf(n, pass_rates) @ in_band.astype(np.float64)
+    return ((k / n >= p_lower - 1e-9) & (k / n <= 1.0 - p_upper + 1e-9) & (k > 0) & (k < n)).astype(np.float64)
+
+
+def band_pass_prob(pass_rates, n: int, p_lower: float, p_upper: float) -> np.ndarray:
+    """P(a pilot of ``n`` rollouts passes ``classify_pilot``), one entry per pass rate."""
+    return binomial_pmf(n, pass_rates) @ _in_band(n, p_lower, p_upper)
 
 
 def screened_pilot_probs(pass_rates, n: int, screen_n: int, p_lower: float, p_upper: float):
     """With a screen of ``screen_n`` of the ``n`` pilot rollouts: (P(the screen disagrees, so the rest of the pilot
     is generated), P(it disagrees and the whole pilot then passes ``classify_pilot``)), one entry per pass rate."""
-    k = np.arange(n + 1)
-    in_band = (k / n >= p_lower - 1e-9) & (k / n <= 1.0 - p_upper + 1e-9) & (k > 0) & (k < n)
+    in_band = _in_band(n, p_lower, p_upper)
     screen, rest = binomial_pmf(screen_n, pass_rates), binomial_pmf(n - screen_n, pass_rates)
     mixed = screen[..., 1:screen_n].sum(axis=-1)
-    passed = sum(
-        screen[..., j] * (rest @ in_band[j : j + n - screen_n + 1].astype(np.float64)) for j in range(1, screen_n)
-    )
+    passed = sum(screen[..., j] * (rest @ in_band[j : j + n - screen_n + 1]) for j in range(1, screen_n))
     return mixed, passed
 
 
@@ -237,7 +236,7 @@ def predict(pass_rates, config: Config) -> Prediction:
     if isinstance(config, GRPO):
         # Down-sampling keeps the most varied n of the generated, so a group has spread iff the generated had.
         generated = config.downsample_n or config.n
-        spread = float(nonzero_variance_prob(p, generated).mean())
+        spread = 0.0 if config.n == 1 else float(nonzero_variance_prob(p, generated).mean())
         B = config.train_batch_size
         return Prediction(config.label, config.n, 1.0, 0.0, float(B * generated), float(B), B * spread, spread)
     if isinstance(config, DAPO):
@@ -434,7 +433,8 @@ def simulate(pass_rates, config: Config, steps: int = 400, warmup: int = 20, see
     loader = _Loader(len(p), settings.gen_batch_size, rng)
     buffer = PilotReplayBuffer(10**9, "random", "max_variance", rng)
     screened: list[tuple[int, np.ndarray]] = []  # PC screening: (prompt, screen rollouts) waiting for the rest
-    totals = np.zeros(5)  # rounds, pilot rollouts, commit rollouts, trained groups, informative groups
+    # rounds, pilot rollouts, commit rollouts, trained groups, informative groups, filter passes, filter candidates
+    totals = np.zeros(7)
     for step in range(1, warmup + steps + 1):
         if isinstance(config, PilotCommit):
             result = _pc_step(p, config, settings, loader, buffer, screened, step, rng)
@@ -442,16 +442,8 @@ def simulate(pass_rates, config: Config, steps: int = 400, warmup: int = 20, see
             result = _baseline_step(p, settings, loader, rng)
         if step > warmup:
             totals += result
-    r, pilot, commit, trained, informative = totals / steps
-    generated = settings.n_generated
-    if isinstance(config, PilotCommit) and config.screen_n is not None:
-        rate = float(screened_pilot_probs(p, config.n_pilot, config.screen_n, config.p_lower, config.p_upper)[1].mean())
-    elif isinstance(config, PilotCommit):
-        rate = float(band_pass_prob(p, config.n_pilot, config.p_lower, config.p_upper).mean())
-    elif isinstance(config, DAPO) and generated == 1:
-        rate = 1.0
-    else:
-        rate = float(nonzero_variance_prob(p, generated).mean())
+    r, pilot, commit, trained, informative = totals[:5] / steps
+    rate = float(totals[5] / totals[6]) if totals[6] else 0.0
     return Prediction(config.label, settings.group_size, r, pilot, commit, trained, informative, rate)
 
 
@@ -466,7 +458,7 @@ def _round_limit_hit(settings: PCSettings, rounds: int) -> bool:
 def _pc_step(p, config: PilotCommit, settings: PCSettings, loader, buffer, screened, step, rng) -> np.ndarray:
     n_p, n_c, B, s = config.n_pilot, config.n_commit, config.train_batch_size, config.screen_n
     n_gen = settings.n_generated
-    rounds = committed = informative = pilot_rollouts = 0
+    rounds = committed = informative = pilot_rollouts = passes = candidates = 0
     committed_ids: set[int] = set()
     while True:  # the loop of RayPCTrainer._run_round / PilotCommitAllocator / _batch_ready
         ids = loader.next()
@@ -481,12 +473,14 @@ def _pc_step(p, config: PilotCommit, settings: PCSettings, loader, buffer, scree
             waiting = list(screened)
             screens = (rng.random((len(ids), s)) < p[ids, None]).astype(np.float64)
             screened[:] = [(int(i), v) for i, v in zip(ids, screens, strict=True) if 0 < v.sum() < s]
+            candidates += len(ids) - len(screened)  # decided by their screen (counted as pilots that did not pass)
             complete = np.array([i for i, _ in waiting], dtype=np.int64)
             rest = (rng.random((len(waiting), n_p - s)) < p[complete, None]).astype(np.float64)
             pilots = np.concatenate([np.array([v for _, v in waiting]).reshape(-1, s), rest], axis=1)
             pilot_rollouts += len(ids) * s + len(waiting) * (n_p - s)
         if len(complete):
             verdict = classify_pilot(np.repeat(complete, n_p), pilots.ravel(), config.p_lower, config.p_upper, None)
+            passes, candidates = passes + int(verdict.passed.sum()), candidates + len(complete)
             fresh = ~np.isin(verdict.stats.prompt_ids, list(committed_ids))
             for j in np.flatnonzero(verdict.passed & fresh):
                 pid = int(verdict.stats.prompt_ids[j])
@@ -500,26 +494,32 @@ def _pc_step(p, config: PilotCommit, settings: PCSettings, loader, buffer, scree
         if committed >= B or _round_limit_hit(settings, rounds):
             break
     buffer.flush_stale(step, config.buffer_max_off_steps)
-    return np.array([rounds, pilot_rollouts, committed * n_gen, committed, informative], dtype=np.float64)
+    totals = [rounds, pilot_rollouts, committed * n_gen, committed, informative, passes, candidates]
+    return np.array(totals, dtype=np.float64)
 
 
 def _baseline_step(p, settings: PCSettings, loader, rng) -> np.ndarray:
-    n, B = settings.n_generated, settings.train_batch_size
-    rounds = committed = informative = generated = 0
+    n, m, B = settings.n_generated, settings.n_commit, settings.train_batch_size
+    rounds = committed = informative = generated = passes = candidates = 0
     committed_ids: set[int] = set()
     while True:  # the loop of RayPCTrainer._run_round with the grpo/dapo allocator, and _batch_ready
         ids = loader.next()
         rounds += 1
-        values = (rng.random((len(ids), n)) < p[ids, None]).astype(np.float64).ravel()
+        values = (rng.random((len(ids), n)) < p[ids, None]).astype(np.float64)
         generated += values.size
-        row_ids = np.repeat(ids, n)
-        verdict = classify_by_spread(row_ids, values)
+        verdict = classify_by_spread(np.repeat(ids, n), values.ravel())
+        # The m rows each group trains (PODS keeps the most varied m of the n generated), in verdict order.
+        trained_rows = [v if n == m else v[select_responses(v, m, "max_variance", rng)] for v in values]
+        spread = np.array([rows.std() > 0 for rows in trained_rows])
+        # DAPO filters on the generated rollouts; GRPO keeps every group and reports those whose trained rows vary.
         passed = verdict.passed if settings.method == "dapo" else np.ones_like(verdict.passed)
+        passes += int(verdict.passed.sum() if settings.method == "dapo" else spread.sum())
+        candidates += len(ids)
         fresh = ~np.isin(verdict.stats.prompt_ids, list(committed_ids))
         kept = np.flatnonzero(passed & fresh)[: B - committed]
         committed += kept.size
         committed_ids.update(verdict.stats.prompt_ids[kept].tolist())
-        informative += int((verdict.stats.std[kept] > 0).sum())
+        informative += int(spread[kept].sum())
         if committed >= B or _round_limit_hit(settings, rounds):
             break
-    return np.array([rounds, 0, generated, committed, informative], dtype=np.float64)
+    return np.array([rounds, 0, generated, committed, informative, passes, candidates], dtype=np.float64)

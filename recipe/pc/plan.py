@@ -250,6 +250,11 @@ def parse_splits(text: str) -> list[tuple[int, int]]:
 def configurations(args) -> list:
     B, G, N = args.train_batch_size, args.gen_batch_size or 3 * args.train_batch_size, args.group_size
     splits = parse_splits(args.pc) if args.pc else default_splits(N)
+    if args.screen_n is not None and not args.pc:
+        # A screen must be shorter than the pilot: the default grid keeps the splits it fits.
+        splits = [(n_p, n_c) for n_p, n_c in splits if n_p > args.screen_n]
+        if not splits:
+            raise DumpError(f"--screen-n {args.screen_n}: no default split has a longer pilot; give --pc")
     ds = args.downsample_n
     configs = [GRPO(N, B, ds), DAPO(N, G, B, args.max_num_gen_batches, ds)]
     configs += [
@@ -300,10 +305,18 @@ def load_measured(path: str, config) -> pd.DataFrame:
     missing = [c for c in MEASURED_COLUMNS if c not in frame.columns]
     if missing:
         raise DumpError(f"--measured {path}: no {missing} in the log; it must come from this project's trainer")
-    explore = frame.get("rollout_stats/num_rollouts_sample_explore")
-    if explore is not None and (explore.fillna(0) > 0).any() != isinstance(config, PilotCommit):
-        what = "has pilot rollouts" if isinstance(config, GRPO | DAPO) else "has no pilot rollouts"
-        raise DumpError(f"--measured {path}: the log {what}, so it is not a run of {config.label}")
+    # The run must be one of the configuration: pilots for PC only, screened-out prompts only with --screen-n,
+    # down-sampled rollouts only with --downsample-n (each checked where the log has the counter).
+    checks = (
+        ("rollout_stats/num_rollouts_sample_explore", isinstance(config, PilotCommit), "pilot rollouts"),
+        ("filtering_stats/screened_out_count", getattr(config, "screen_n", None) is not None, "screened-out prompts"),
+        ("rollout_stats/num_rollouts_downsampled", config.downsample_n is not None, "down-sampled rollouts"),
+    )
+    for column, expected, what in checks:
+        logged = frame.get(column)
+        if logged is not None and (logged.fillna(0) > 0).any() != expected:
+            has = "has" if expected is False else "has no"
+            raise DumpError(f"--measured {path}: the log {has} {what}, so it is not a run of {config.label}")
     return frame
 
 

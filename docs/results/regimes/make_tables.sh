@@ -64,7 +64,7 @@ done
 # (the cost model does not model GRESO skipping), from the default mix's GRPO dumps, steps 11-30.
 for seed in 1 2; do
   g16="$D/grpo16_default_s$seed/dump --steps 11:30 --pc 4+12"
-  { python -m recipe.pc.plan $g16 --screen-n 2; python -m recipe.pc.plan $g16 --downsample-n 24
+  { python -m recipe.pc.plan $g16; python -m recipe.pc.plan $g16 --screen-n 2; python -m recipe.pc.plan $g16 --downsample-n 24
     python -m recipe.pc.plan $g16 --downsample-n 32; } >$R/default/preregistered_stages_s$seed.md
   g64="$C/grpo64_default_s$seed/dump --steps 11:30 --group-size 64 --train-batch-size 12 --gen-batch-size 36 --pc 16+48"
   { python -m recipe.pc.plan $g64; python -m recipe.pc.plan $g64 --screen-n 4; } \
