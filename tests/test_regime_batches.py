@@ -16,10 +16,11 @@ from omegaconf import OmegaConf
 from recipe.pc.settings import PCSettings
 
 BATCHES = sorted(glob.glob(os.path.join(ROOT, "docs", "results", "regimes", "batch*.txt")))
-# ALGO<n>[x<commit>][ref][screen<k> | skip | ds<generated>]_<mix>_s<seed>; the stage suffixes are #10's stages.
+# ALGO<n>[x<commit>][ref][screen<k> | skip | ds<generated>]_<mix>[<train prompts>]_s<seed>; the stage suffixes are
+# #10's stages, a number after the mix a subset of its training prompts (data.train_max_samples).
 NAME = re.compile(
     r"^(?P<algo>grpo|dapo|pc)(?P<a>\d+)(?:x(?P<b>\d+))?(?P<ref>ref)?"
-    r"(?:screen(?P<screen>\d+)|(?P<skip>skip)|ds(?P<ds>\d+))?_(?P<mix>[a-z]+)_s(?P<seed>\d+)$"
+    r"(?:screen(?P<screen>\d+)|(?P<skip>skip)|ds(?P<ds>\d+))?_(?P<mix>[a-z]+)(?P<subset>\d+)?_s(?P<seed>\d+)$"
 )
 
 
@@ -80,7 +81,8 @@ def test_each_run_composes_as_its_name_says(name, mix, script, overrides, data_r
     cfg = OmegaConf.create(yaml.safe_load(out.stdout))
     settings = PCSettings.from_config(cfg)
     want = NAME.match(name)
-    assert want, f"{name}: not ALGO<n>[x<commit>][ref][screen<k>|skip|ds<n>]_<mix>_s<seed>"
+    assert want, f"{name}: not ALGO<n>[x<commit>][ref][screen<k>|skip|ds<n>]_<mix>[<prompts>]_s<seed>"
+    assert cfg.data.get("train_max_samples", -1) == (int(want["subset"]) if want["subset"] else -1)
     assert want["mix"] == mix, f"{name}: its name says mix {want['mix']!r}, its line {mix!r}"
     assert settings.method == {"grpo": "grpo", "dapo": "dapo", "pc": "pilot_commit"}[want["algo"]]
     if want["algo"] == "pc":
