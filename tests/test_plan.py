@@ -255,7 +255,7 @@ def test_sources_predict_a_mix_made_of_some_of_the_dumps_sources(tmp_path, capsy
     ids, seen, wins = plan.read_pass_counts(plan.step_files(dump, (None, None)), "acc")
     even = ids % 2 == 0
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12"]
-    assert plan.main([dump, *args, "--sources", "a"]) == 0
+    assert plan.main([dump, *args, "--sources", " a, "]) == 0  # spaces and an empty entry are ignored
     out = capsys.readouterr().out
     assert out.startswith(f"{even.sum()} prompts, {int(seen[even].sum())} rollouts") and "data sources a" in out
     subset, everything = (plan.pass_rates(seen[m], wins[m], (0.0, 0.0)) for m in (even, ids >= 0))

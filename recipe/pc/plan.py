@@ -484,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.sources and (args.by_source or args.histogram):
         print("error: --sources selects prompts for the prediction; --by-source already splits them", file=sys.stderr)
         return 2
-    sources = args.sources.split(",") if args.sources else None
+    sources = [name.strip() for name in args.sources.split(",") if name.strip()] if args.sources else None
     if args.measured and (args.by_source or args.histogram):
         print("error: --measured makes its own table; run --by-source/--histogram separately", file=sys.stderr)
         return 2
