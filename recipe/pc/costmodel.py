@@ -14,7 +14,7 @@ Three ways to get the numbers, each returning a :class:`Prediction`:
   (e.g. a run's logged one), which is all the rounds depend on: it separates a wrong pass-rate input
   from the model's own error.
 * :func:`simulate` — Monte Carlo that drives the trainer's own policy code (``classify_pilot``,
-  ``classify_by_spread``, ``commit_size``, ``PilotReplayBuffer``) with Bernoulli rollouts and a
+  ``classify_by_spread``, ``commit_size``, ``PilotReplayBuffer``, ``downsample_rows``) with Bernoulli rollouts and a
   shuffled dataloader over the prompts, to check the analytic numbers.
 
 Of #10's allocator stages they model screening pilots (``screen_n``) and PODS down-sampling
@@ -31,9 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recipe.pc.allocation import classify_by_spread, classify_pilot, commit_size, select_responses
+from recipe.pc.allocation import classify_by_spread, classify_pilot, commit_size
 from recipe.pc.replay_buffer import PilotReplayBuffer
 from recipe.pc.settings import PCSettings
+from recipe.pc.stages.downsample import downsample_rows
 
 # Expected rounds per step above which a step is reported as never filling (inf).
 _MAX_EXPECTED_ROUNDS = 2000
@@ -485,11 +486,14 @@ def _pc_step(p, config: PilotCommit, settings: PCSettings, loader, buffer, scree
             for j in np.flatnonzero(verdict.passed & fresh):
                 pid = int(verdict.stats.prompt_ids[j])
                 buffer.add(pid, None, pilots[verdict.stats.first_row[j] // n_p], step)
-        for draw in draws:
-            commits = (rng.random(n_gen) < p[draw.entry.prompt_id]).astype(np.float64)
-            kept = commits[select_responses(commits, n_c, "max_variance", rng)] if n_gen > n_c else commits
-            group = np.concatenate([draw.entry.metric_values[draw.response_index], kept])
-            informative += bool(group.std() > 0)
+        if draws:
+            drawn = np.array([d.entry.prompt_id for d in draws])
+            commits = (rng.random((len(draws), n_gen)) < p[drawn, None]).astype(np.float64).ravel()
+            if n_gen > n_c:  # PODS
+                commits = commits[downsample_rows(commits, np.arange(len(draws)) * n_gen, n_gen, n_c, rng)]
+            for draw, group_commits in zip(draws, commits.reshape(len(draws), n_c), strict=True):
+                group = np.concatenate([draw.entry.metric_values[draw.response_index], group_commits])
+                informative += bool(group.std() > 0)
         committed += len(draws)
         if committed >= B or _round_limit_hit(settings, rounds):
             break
@@ -505,12 +509,13 @@ def _baseline_step(p, settings: PCSettings, loader, rng) -> np.ndarray:
     while True:  # the loop of RayPCTrainer._run_round with the grpo/dapo allocator, and _batch_ready
         ids = loader.next()
         rounds += 1
-        values = (rng.random((len(ids), n)) < p[ids, None]).astype(np.float64)
+        values = (rng.random((len(ids), n)) < p[ids, None]).astype(np.float64).ravel()
         generated += values.size
-        verdict = classify_by_spread(np.repeat(ids, n), values.ravel())
+        verdict = classify_by_spread(np.repeat(ids, n), values)
         # The m rows each group trains (PODS keeps the most varied m of the n generated), in verdict order.
-        trained_rows = [v if n == m else v[select_responses(v, m, "max_variance", rng)] for v in values]
-        spread = np.array([rows.std() > 0 for rows in trained_rows])
+        trained = values if n == m else values[downsample_rows(values, np.arange(len(ids)) * n, n, m, rng)]
+        trained = trained.reshape(len(ids), m)
+        spread = trained.std(axis=1) > 0
         # DAPO filters on the generated rollouts; GRPO keeps every group and reports those whose trained rows vary.
         passed = verdict.passed if settings.method == "dapo" else np.ones_like(verdict.passed)
         passes += int(verdict.passed.sum() if settings.method == "dapo" else spread.sum())
