@@ -124,10 +124,12 @@ def _open_dump(path: str):
     return gzip.open(path, "rt") if path.endswith(".gz") else open(path)
 
 
-def read_pass_counts(files: list[tuple[int, str]], metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(prompt ids, rollouts seen, successes) over the rows of ``files``."""
+def read_dump(files: list[tuple[int, str]], metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(prompt ids, rollouts seen, successes, data source) over the rows of ``files``, in one pass; the source is
+    ``"?"`` for a dump without ``data_source``."""
     seen: dict[int, float] = defaultdict(float)
     wins: dict[int, float] = defaultdict(float)
+    sources: dict[int, str] = {}
     for _, path in files:
         with _open_dump(path) as handle:
             for line_no, line in enumerate(handle, start=1):
@@ -149,31 +151,30 @@ def read_pass_counts(files: list[tuple[int, str]], metric: str) -> tuple[np.ndar
                 pid = int(row["prompt_id"])
                 seen[pid] += 1
                 wins[pid] += _success(row[metric], metric, where)
+                sources.setdefault(pid, str(row.get("data_source", "?")))
     if not seen:
         raise DumpError(f"the dump files {[p for _, p in files]} hold no rollouts")
     ids = np.array(sorted(seen))
-    return ids, np.array([seen[i] for i in ids]), np.array([wins[i] for i in ids])
+    return (
+        ids,
+        np.array([seen[i] for i in ids]),
+        np.array([wins[i] for i in ids]),
+        np.array([sources[i] for i in ids]),
+    )
 
 
-def read_sources(files: list[tuple[int, str]]) -> dict[int, str]:
-    """Prompt id -> its ``data_source`` (``"?"`` when the dump has none)."""
-    sources: dict[int, str] = {}
-    for _, path in files:
-        with _open_dump(path) as handle:
-            for line in handle:
-                if line.strip():
-                    row = json.loads(line)
-                    sources.setdefault(int(row["prompt_id"]), str(row.get("data_source", "?")))
-    return sources
+def read_pass_counts(files: list[tuple[int, str]], metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(prompt ids, rollouts seen, successes) over the rows of ``files``."""
+    return read_dump(files, metric)[:3]
 
 
-def keep_sources(files, ids, seen, wins, sources: list[str] | None):
-    """Only the prompts of these data sources (None: all), e.g. to predict a mix made of some of a dump's sources."""
+def read_window(files: list[tuple[int, str]], metric: str, sources: list[str] | None):
+    """(prompt ids, rollouts seen, successes) of the prompts of these data sources (None: all), e.g. to predict a
+    mix made of some of a dump's sources."""
+    ids, seen, wins, labels = read_dump(files, metric)
     if not sources:
         return ids, seen, wins
-    of = read_sources(files)
-    labels = np.array([of[i] for i in ids])
-    present = sorted({of[i] for i in ids.tolist()})
+    present = sorted(set(labels.tolist()))
     missing = sorted(set(sources) - set(present))
     if missing:
         where = f"steps {files[0][0]}..{files[-1][0]}"
@@ -184,9 +185,8 @@ def keep_sources(files, ids, seen, wins, sources: list[str] | None):
 
 def rates_by_source(chunk: list[tuple[int, str]], metric: str, prior) -> tuple[str, np.ndarray, np.ndarray]:
     """One window: its step range ("A..B"), each prompt's pass rate, and each prompt's data source."""
-    ids, seen, wins = read_pass_counts(chunk, metric)
-    sources = read_sources(chunk)
-    return f"{chunk[0][0]}..{chunk[-1][0]}", pass_rates(seen, wins, prior), np.array([sources[i] for i in ids])
+    _, seen, wins, labels = read_dump(chunk, metric)
+    return f"{chunk[0][0]}..{chunk[-1][0]}", pass_rates(seen, wins, prior), labels
 
 
 def source_table(windowed: list[tuple[str, np.ndarray, np.ndarray]]) -> str:
@@ -398,7 +398,7 @@ def compare_with_runs(files, measured, metric: str, prior, window: int | None, s
     rows, totals = [], defaultdict(lambda: [0.0, 0.0, 0, 0.0])
     for chunk in windows(files, window):
         first, last = chunk[0][0], chunk[-1][0]
-        _, seen, wins = keep_sources(chunk, *read_pass_counts(chunk, metric), sources)
+        _, seen, wins = read_window(chunk, metric, sources)
         rates = pass_rates(seen, wins, prior)
         for config, path in measured:
             pred = predict(rates, config)
@@ -510,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         if measured:
             print(compare_with_runs(files, measured, args.metric, prior, args.window, sources))
             return 0
-        ids, seen, wins = keep_sources(files, *read_pass_counts(files, args.metric), sources)
+        ids, seen, wins = read_window(files, args.metric, sources)
         rates = pass_rates(seen, wins, prior)
         predictions = [predict(rates, c) for c in configs]
         # A configuration predicted never to fill a step is not simulated (it would only hit the round cap).
