@@ -50,6 +50,27 @@ def test_other_failures_and_started_runs_are_not_retried(tmp_path, body):
     assert (rc, runs) == (3, 1)
 
 
+def test_a_retry_kills_this_runs_ray_processes_and_no_others(tmp_path):
+    name = f"retrytest{os.getpid()}"
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    own = subprocess.Popen([*sleeper, f"--temp-dir=/tmp/ray_{name}/session_1"])
+    other = subprocess.Popen([*sleeper, f"--temp-dir=/tmp/ray_{name}0/session_1"])
+    try:
+        counter = tmp_path / "count"
+        count = f"n=$(($(cat {counter} 2>/dev/null || echo 0) + 1)); echo $n > {counter}"
+        command = f'{count}; [ $n -lt 2 ] && {{ echo "{RACE}"; exit 1; }}; exit 0'
+        env = {**os.environ, "OUT_DIR": str(tmp_path), "RETRY_SLEEP_S": "0", "RAY_TMP": f"/tmp/ray_{name}"}
+        env.pop("VERL_FILE_LOGGER_PATH", None)
+        result = subprocess.run(["bash", SCRIPT, "bash", "-c", command], env=env, capture_output=True, text=True)
+        assert result.returncode == 0 and counter.read_text().strip() == "2"
+        assert own.wait(timeout=10) is not None  # the failed attempt's Ray processes are gone
+        assert other.poll() is None  # another run's (a name that extends this one) are not
+    finally:
+        for process in (own, other):
+            process.kill()
+            process.wait()
+
+
 @pytest.mark.parametrize("tries", ["0", "two"])
 def test_a_bad_start_tries_is_refused_before_running(tmp_path, tries):
     env = {**os.environ, "OUT_DIR": str(tmp_path), "START_TRIES": tries}

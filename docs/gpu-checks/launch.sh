@@ -18,6 +18,7 @@ cd "$REPO"
 export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
 export VLLM_USE_FLASHINFER_SAMPLER=0 RAY_AUTH_MODE=disabled
 RUNS=${RUNS:-/tmp/runs}
+source docs/gpu-checks/ray_tmp.sh
 M=/tmp/models/smollm2 TINY=/tmp/models/tiny_qwen2 D=/tmp/data
 STAGGER=${STAGGER:-25}
 # Every run is restarted (up to 3 times) if vLLM's start-up fails because another engine on its GPU changed
@@ -114,7 +115,7 @@ case "${1:?setup | checks | regime | batch2 | batch FILE | tp2 | stop WHY NAME..
       [ -f "$RUNS/$name/pid" ] || { echo "no run $name under $RUNS" >&2; exit 2; }
       kill -TERM -- "-$(cat "$RUNS/$name/pid")" 2>/dev/null || true
       sleep 2
-      pkill -9 -f "/tmp/ray_$name([/ ]|\$)" || true
+      kill_ray_tmp "/tmp/ray_$name"
       echo "$(date +%T) stopped $name: $why" | tee -a "$RUNS/launch.log"
     done
     ;;

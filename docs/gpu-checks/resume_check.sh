@@ -4,6 +4,7 @@
 # then the same command resumes (resume_mode=auto) and must finish. Both logs print the PC state summary
 # at each save and at the resume, so the state at step 4 can be compared line by line.
 set -uo pipefail
+source "$(dirname "$0")/ray_tmp.sh"
 MODEL=$1 DATA=$2
 shift 2
 out=$OUT_DIR
@@ -23,7 +24,7 @@ for try in 1 2 3; do
   # Died before step 4: retry only a failed vLLM start-up (another engine on the GPU), with a clean slate.
   grep -q "Error in memory profiling\|No available memory for the cache blocks" "$out/run_first.log" || exit 1
   cp "$out/run_first.log" "$out/run_first_failed_$try.log"
-  pkill -KILL -f "${RAY_TMP:?}([/ ]|$)" 2>/dev/null
+  kill_ray_tmp "${RAY_TMP:?}"
   rm -rf "$out/checkpoints" "$out/metrics_first.jsonl"
   [ "$try" -lt 3 ] || break
   echo "first run failed at vLLM start-up (try $try); starting it again" >&2
@@ -38,7 +39,7 @@ kill -KILL "$driver" 2>/dev/null
 sleep 5
 kill -KILL -- "-$pid" 2>/dev/null
 sleep 5
-pkill -KILL -f "${RAY_TMP:?}([/ ]|$)" 2>/dev/null  # Ray processes of this run only (its own temp dir), never other runs'
+kill_ray_tmp "${RAY_TMP:?}"  # this run's Ray processes only, never other runs'
 sleep 2
 pid=$(launch resumed)
 while kill -0 "$pid" 2>/dev/null; do sleep 2; done  # not our child (started in a subshell): poll

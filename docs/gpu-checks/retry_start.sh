@@ -5,6 +5,7 @@
 # START_TRIES times (default 3). Any other failure is returned as it is. Each attempt's output is kept in
 # $OUT_DIR/attempt_<i>.log and also printed.
 set -uo pipefail
+source "$(dirname "$0")/ray_tmp.sh"
 tries=${START_TRIES:-3}
 [[ "$tries" =~ ^[1-9][0-9]*$ ]] || { echo "START_TRIES=$tries: expected a whole number >= 1" >&2; exit 2; }
 metrics=${VERL_FILE_LOGGER_PATH:-$OUT_DIR/metrics.jsonl}
@@ -17,7 +18,7 @@ for ((i = 1; i <= tries; i++)); do
   [ "$i" -lt "$tries" ] || break
   echo "$(date +%T) attempt $i failed at vLLM start-up; retrying" >&2
   # Only this run's Ray processes: their command lines name its own temp dir.
-  [ -n "${RAY_TMP:-}" ] && pkill -KILL -f "$RAY_TMP([/ ]|$)" 2>/dev/null
+  [ -n "${RAY_TMP:-}" ] && kill_ray_tmp "$RAY_TMP"
   rm -f "$metrics"
   sleep "${RETRY_SLEEP_S:-$((20 + RANDOM % 40))}"
 done
