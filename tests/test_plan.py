@@ -124,9 +124,9 @@ def test_gzipped_dumps_read_the_same(tmp_path):
         plan.step_files(str(tmp_path), (None, None))
 
 
-def _write_metrics(path, per_step: dict[int, tuple[int, int, int, int]], explore: int | None = None) -> str:
+def _write_metrics(path, per_step: dict[int, tuple[int, int, int, int]], explore: int | None = None, **counters) -> str:
     """A verl file-logger log: step -> (generated rollouts, rounds, pass count, candidates); ``explore``: the
-    pilot rollouts logged each step (None: not logged)."""
+    pilot rollouts logged each step (None: not logged); ``counters``: more metrics, the same every step."""
     with open(path, "w") as handle:
         handle.write(json.dumps({"step": 0, "data": {"val-core/arith/acc/mean@4": 0.1}}) + "\n")
         for step, (rollouts, rounds, passed, candidates) in per_step.items():
@@ -138,6 +138,7 @@ def _write_metrics(path, per_step: dict[int, tuple[int, int, int, int]], explore
             }
             if explore is not None:
                 data["rollout_stats/num_rollouts_sample_explore"] = explore
+            data.update(counters)
             handle.write(json.dumps({"step": step, "data": data}) + "\n")
     return str(path)
 
@@ -289,16 +290,8 @@ def test_screening_and_down_sampling_flags_reach_the_model_and_the_comparison(tm
         assert f"| {plan.predict(rates, config).rollouts_per_step:.0f} |" in row
     assert "| PC 4+12 of 24 G=8 screen 2 |" in out and "| GRPO n=16 of 24 |" in out
     # Against a screened run: the at-own-rate column uses the logged pass rate and the share not screened out.
-    log = tmp_path / "pc.jsonl"
-    data = {
-        "rollout_stats/num_rollouts_sample": 250,
-        "rollout_stats/num_rollouts_sample_explore": 40,
-        "training/num_gen_batches": 2,
-        "filtering_stats/pass_count": 3,
-        "filtering_stats/num_candidates": 16,
-        "filtering_stats/screened_out_count": 4,
-    }
-    log.write_text("".join(json.dumps({"step": s, "data": data}) + "\n" for s in (1, 2, 3)))
+    screened = {"filtering_stats/screened_out_count": 4}
+    log = _write_metrics(tmp_path / "pc.jsonl", dict.fromkeys((1, 2, 3), (250, 2, 3, 16)), explore=40, **screened)
     assert plan.main([FIXTURE, *args, "--screen-n", "2", "--measured", f"pc:4+12={log}"]) == 0
     row = [c.strip() for c in capsys.readouterr().out.splitlines()[2].strip("|").split("|")]
     want = plan.predict_at_filter_rate(3 / 16, plan.PilotCommit(4, 12, 8, 4, screen_n=2), screen_mixed=1 - 4 / 16)
@@ -311,12 +304,7 @@ def test_a_run_must_match_the_stages_it_is_measured_against(tmp_path, capsys):
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12"]
 
     def log(name: str, **counters) -> str:
-        data = {"rollout_stats/num_rollouts_sample": 200, "rollout_stats/num_rollouts_sample_explore": 32}
-        data.update({"training/num_gen_batches": 1, "filtering_stats/pass_count": 2})
-        data.update({"filtering_stats/num_candidates": 8, **counters})
-        path = tmp_path / name
-        path.write_text(json.dumps({"step": 1, "data": data}) + "\n")
-        return str(path)
+        return _write_metrics(tmp_path / name, {1: (200, 1, 2, 8)}, explore=32, **counters)
 
     off = {"filtering_stats/screened_out_count": 0, "rollout_stats/num_rollouts_downsampled": 0}
     unscreened = log("plain.jsonl", **off)
