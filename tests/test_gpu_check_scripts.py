@@ -110,3 +110,25 @@ def test_stop_ends_a_run_and_its_ray_processes_but_not_a_run_whose_name_extends_
         for process in (launcher, ray_worker, sibling):
             process.kill()
             process.wait()
+
+
+def batch_plan(*args: str, ngpus: int = 2) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NGPUS": str(ngpus)}
+    return subprocess.run(["bash", LAUNCH, "batch-plan", *args], env=env, capture_output=True, text=True)
+
+
+def test_batch_plan_spreads_runs_over_the_hosts_gpus_and_picks_named_lines(tmp_path):
+    batch = tmp_path / "batch.txt"
+    batch.write_text("# NAME MIX SCRIPT OVERRIDES...\na_s1 mix s.sh x=1\n\na_s10 mix s.sh x=10\nb_s1 other t.sh\nc_s1 mix s.sh y=2 z=3\n")
+    plan = batch_plan(str(batch), ngpus=2)
+    assert plan.returncode == 0, plan.stderr
+    assert plan.stdout.splitlines() == [
+        "a_s1 0 mix s.sh x=1", "a_s10 1 mix s.sh x=10", "b_s1 0 other t.sh ", "c_s1 1 mix s.sh y=2 z=3"
+    ]
+    # Named lines only, numbered among themselves: a 2-GPU lease runs part of a batch written for 4.
+    picked = batch_plan(str(batch), "c_s1", "a_s1", ngpus=4)
+    assert picked.stdout.splitlines() == ["a_s1 0 mix s.sh x=1", "c_s1 1 mix s.sh y=2 z=3"]
+    # A name picks its own line only, not a run whose name it extends or that extends it.
+    assert batch_plan(str(batch), "a_s10", ngpus=4).stdout.splitlines() == ["a_s10 0 mix s.sh x=10"]
+    missing = batch_plan(str(batch), "a_s1", "a_s", ngpus=2)
+    assert missing.returncode == 2 and "no run a_s in" in missing.stderr and missing.stdout == ""

@@ -9,7 +9,8 @@
 #   bash docs/gpu-checks/launch.sh regime    # #9's first regime batch (4 runs of 30 steps, one GPU each)
 #   bash docs/gpu-checks/launch.sh batch2    # 8 regime runs (2 a GPU) and the checks still missing, 20-30 s apart
 #   bash docs/gpu-checks/launch.sh tp2 NAME  # the rollout-TP-2 GRPO check alone, logs under /tmp/runs/NAME/
-#   bash docs/gpu-checks/launch.sh batch docs/results/regimes/batch3.txt   # a regime batch file, run i on GPU i mod 4
+#   bash docs/gpu-checks/launch.sh batch docs/results/regimes/batch3.txt [NAME...]  # a regime batch file (or its
+#                                            named lines), run i on GPU i mod the GPU count; batch-plan lists them
 #   bash docs/gpu-checks/launch.sh stop "WHY" NAME...   # stop runs (and their Ray processes), noted in launch.log
 #   bash docs/gpu-checks/launch.sh collect   # a tarball of the logs into $OUT
 set -euo pipefail
@@ -37,7 +38,7 @@ run() {
   sleep "$STAGGER"
 }
 
-case "${1:?setup | checks | regime | batch2 | batch FILE | tp2 | stop WHY NAME... | collect}" in
+case "${1:?setup | checks | regime | batch2 | batch FILE [NAME...] | batch-plan FILE [NAME...] | tp2 | stop WHY NAME... | collect}" in
   setup)
     python3 /tmp/smollm2_to_hf.py "$M" --gguf /tmp/smollm2.gguf --tiny "$TINY"
     python3 data/process_arithmetic.py --out_dir $D/smoke --levels 1 2 --train 160 --test 32
@@ -88,21 +89,41 @@ case "${1:?setup | checks | regime | batch2 | batch FILE | tp2 | stop WHY NAME..
       trainer.n_gpus_per_node=2 actor_rollout_ref.rollout.agent.num_workers=3 \
       algorithm.rollout_allocation=grpo data.gen_batch_size=8
     ;;
-  batch)
-    # A regime batch file (docs/results/regimes/batch*.txt): one run a line, NAME MIX SCRIPT OVERRIDES..., 30 steps,
-    # every generated rollout dumped, run i on GPU i mod 4. Started in waves of one run a GPU: engines on different
-    # GPUs do not race, so a wave starts within seconds and the next waits WAVE_GAP (the same-GPU race).
-    mkdir -p $RUNS
-    export CPUS=5
+  batch-plan)
+    # The runs `batch FILE [NAME...]` would start, one line each: NAME GPU MIX SCRIPT OVERRIDES. Names given pick
+    # those lines of FILE (a name not in FILE is an error, before anything starts); run i goes on GPU i mod NGPUS
+    # (default: the GPUs nvidia-smi lists).
+    file=${2:?a batch file, e.g. docs/results/regimes/batch3.txt}
+    shift 2
+    ngpus=${NGPUS:-$(nvidia-smi -L | grep -c '^GPU')}
+    [ "$ngpus" -ge 1 ] || { echo "no GPUs (set NGPUS)" >&2; exit 2; }
+    for want in "$@"; do
+      grep -q "^$want " "$file" || { echo "no run $want in $file" >&2; exit 2; }
+    done
     i=0
     while read -r name mix script overrides; do
       case "$name" in '' | '#'*) continue ;; esac
+      if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "$name"; then continue; fi
+      echo "$name $((i % ngpus)) $mix $script $overrides"
+      i=$((i + 1))
+    done <"$file"
+    ;;
+  batch)
+    # A regime batch file (docs/results/regimes/batch*.txt), or the named lines of it, as batch-plan lists them:
+    # 30 steps, every generated rollout dumped. Started in waves of one run a GPU: engines on different GPUs do not
+    # race, so a wave starts within seconds and the next waits WAVE_GAP (the same-GPU race).
+    plan=$(bash "$0" batch-plan "${@:2}")
+    mkdir -p $RUNS
+    export CPUS=5
+    ngpus=$(($(echo "$plan" | awk '{print $2}' | sort -n | tail -1) + 1))
+    i=0
+    while read -r name gpu mix script overrides; do
       gap=2
-      [ $((i % 4)) = 3 ] && gap=${WAVE_GAP:-25}
-      MEM=0.10 STAGGER=$gap run "$name" $((i % 4)) MODEL_PATH=$M DATA_DIR=$D/$mix STEPS=30 \
+      [ $((i % ngpus)) = $((ngpus - 1)) ] && gap=${WAVE_GAP:-25}
+      MEM=0.10 STAGGER=$gap run "$name" "$gpu" MODEL_PATH=$M DATA_DIR=$D/$mix STEPS=30 \
         bash train_scripts/$script $overrides trainer.rollout_data_dir=$RUNS/$name/dump
       i=$((i + 1))
-    done <"${2:?a batch file, e.g. docs/results/regimes/batch3.txt}"
+    done <<<"$plan"
     ;;
   stop)
     # Stop runs started by run(): the process group of its launcher, then whatever still names its Ray temp dir
