@@ -183,6 +183,42 @@ def test_measured_runs_sit_beside_the_prediction_of_their_configuration(tmp_path
     assert all_row[11:] == [f"{all_at_rate:.0f}", f"{(all_at_rate - 200) / 200:+.1%}"]
 
 
+def _rates(step: int) -> np.ndarray:
+    _, seen, wins = plan.read_pass_counts(plan.step_files(FIXTURE, (step, step)), "acc")
+    return plan.pass_rates(seen, wins, (0.0, 0.0))
+
+
+def test_per_step_predicts_each_logged_step_from_its_own_rates_then_averages(tmp_path, capsys):
+    args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--window", "2", "--per-step"]
+    config = plan.PilotCommit(4, 12, 8, 4)
+    log = _write_metrics(tmp_path / "pc.jsonl", {1: (300, 2, 3, 16), 2: (100, 1, 5, 8), 3: (200, 1, 4, 8)})
+    assert plan.main([FIXTURE, *args, "--measured", f"pc:4+12={log}"]) == 0
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()[2:]]
+    step = {k: plan.predict(_rates(k), config) for k in (1, 2, 3)}
+    pooled = plan.predict(plan.pass_rates(*plan.read_pass_counts(plan.step_files(FIXTURE, (1, 2)), "acc")[1:],
+                                          (0.0, 0.0)), config)
+    mean = (step[1].rollouts_per_step + step[2].rollouts_per_step) / 2
+    assert f"{mean:.0f}" != f"{pooled.rollouts_per_step:.0f}"  # the fixture tells the two apart
+    assert rows[0][4] == f"{mean:.0f}"
+    assert rows[0][7] == f"{(step[1].rounds_per_step + step[2].rounds_per_step) / 2:.2f}"
+    # The filter pass rate over both steps' candidates, which grow with a step's rounds.
+    weighted = sum(step[k].filter_pass_rate * step[k].rounds_per_step for k in (1, 2))
+    assert rows[0][9] == f"{weighted / (step[1].rounds_per_step + step[2].rounds_per_step):.3f}"
+    # At the run's own rate, step by step (3/16 and 5/8), not at the window's pooled 8/24.
+    at_rate = (plan.predict_at_filter_rate(3 / 16, config).rollouts_per_step
+               + plan.predict_at_filter_rate(5 / 8, config).rollouts_per_step) / 2
+    assert rows[0][11] == f"{at_rate:.0f}"
+    assert f"{plan.predict_at_filter_rate(8 / 24, config).rollouts_per_step:.0f}" != rows[0][11]
+    assert rows[1][4] == f"{step[3].rollouts_per_step:.0f}"
+    # A step the run did not log (here 2) is left out of its window's prediction.
+    short = _write_metrics(tmp_path / "short.jsonl", {1: (300, 2, 3, 16), 3: (200, 1, 4, 8)})
+    assert plan.main([FIXTURE, *args, "--measured", f"pc:4+12={short}"]) == 0
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()[2:]]
+    assert rows[0][3] == "1" and rows[0][4] == f"{step[1].rollouts_per_step:.0f}"
+    assert plan.main([FIXTURE, "--per-step"]) == 2
+    assert "--per-step applies to --measured only" in capsys.readouterr().err
+
+
 def test_a_window_the_run_did_not_reach_shows_a_dash_and_grpo_has_no_filter_rate(tmp_path, capsys):
     log = _write_metrics(tmp_path / "grpo.jsonl", {1: (64, 1, 16, 16), 2: (64, 1, 16, 16)}, explore=0)  # to step 2
     assert plan.main([FIXTURE, "--window", "2", "--measured", f"grpo={log}"]) == 0

@@ -15,8 +15,11 @@ prediction for that configuration, with the relative error. A log whose pilot ro
 refused. Two more columns give the model again at the run's own filter pass rate (PC: pilots in the band;
 DAPO: groups kept), so a miss splits into the pass-rate input (GRPO's rates, not the run's) and the model's
 arithmetic (e.g. the first step's empty buffer). ``--window K`` repeats it for consecutive windows of K dumped
-steps (pass rates drift as the policy learns). Feed it the dump of a different run (e.g. the GRPO run of the
-same data and seed): a run's own dump is shaped by its own allocator.
+steps (pass rates drift as the policy learns). ``--per-step`` predicts each dumped step from that step's pass
+rates and averages over the steps the run logged: a step's rounds are convex in its filter pass rate, so pooling a
+window first predicts too few rounds while the rates move fast (the first steps, before the answer format is
+learned). Feed it the dump of a different run (e.g. the GRPO run of the same data and seed): a run's own dump is
+shaped by its own allocator.
 
 ``--screen-n K`` screens every PC split's pilots (``algorithm.exploration.screen_n``); ``--downsample-n N``
 generates N rollouts per GRPO/DAPO group and per PC commit and trains the configured number (PODS,
@@ -391,34 +394,62 @@ def format_table(predictions: list[Prediction]) -> str:
     return "\n".join(lines)
 
 
-def compare_with_runs(files, measured, metric: str, prior, window: int | None, sources=None) -> str:
-    """The comparison table: per window of dumped steps, each measured run beside its configuration's prediction."""
+def _at_filter_rate(config, rate: float, mixed: float) -> float:
+    """Rollouts per step the model gives ``config`` at a run's logged filter pass rate (and screen share); nan for
+    GRPO, or where the run logged no such share."""
+    mixed = mixed if getattr(config, "screen_n", None) is not None else None
+    if isinstance(config, GRPO) or math.isnan(rate) or (mixed is not None and math.isnan(mixed)):
+        return float("nan")
+    return predict_at_filter_rate(rate, config, screen_mixed=mixed).rollouts_per_step
+
+
+def _mean_prediction(rate_sets: list[np.ndarray], config) -> tuple[float, float, float]:
+    """Mean predicted rollouts and rounds per step over these pass-rate sets (one per step, or one for a pooled
+    window), and the filter pass rate over all their candidates (a step's candidates grow with its rounds)."""
+    preds = [predict(rates, config) for rates in rate_sets]
+    rounds = np.array([p.rounds_per_step for p in preds])
+    passed = np.array([p.filter_pass_rate for p in preds])
+    rate = float((passed * rounds).sum() / rounds.sum()) if np.isfinite(rounds).all() else float(passed.mean())
+    return float(np.mean([p.rollouts_per_step for p in preds])), float(rounds.mean()), rate
+
+
+def compare_with_runs(files, measured, metric: str, prior, window: int | None, sources=None, per_step=False) -> str:
+    """The comparison table: per window of dumped steps, each measured run beside its configuration's prediction.
+
+    ``per_step``: predict each dumped step from that step's pass rates and average the steps the run logged (the
+    rounds a step needs are convex in its filter pass rate, so pooling a window's rates first predicts too few
+    rounds where the rates move, e.g. while the answer format is learned); the at-rate column likewise uses each
+    step's own logged rate."""
     logs = {path: load_measured(path, config) for config, path in measured}
     nan = float("nan")
     rows, totals = [], defaultdict(lambda: [0.0, 0.0, 0, 0.0])
     for chunk in windows(files, window):
         first, last = chunk[0][0], chunk[-1][0]
-        _, seen, wins = read_window(chunk, metric, sources)
-        rates = pass_rates(seen, wins, prior)
+        parts = [[f] for f in chunk] if per_step else [chunk]
+        rate_sets = {part[0][0]: pass_rates(*read_window(part, metric, sources)[1:], prior) for part in parts}
         for config, path in measured:
-            pred = predict(rates, config)
+            frame = logs[path]
+            got = measured_per_step(frame, first, last)
+            meas, meas_rounds, meas_rate, meas_mixed, n = got if got else (nan, nan, nan, nan, 0)
+            if per_step:
+                logged = {s: measured_per_step(frame, s, s) for s in rate_sets}
+                steps = [s for s in rate_sets if logged[s]] or list(rate_sets)
+                pred, pred_rounds, pred_rate = _mean_prediction([rate_sets[s] for s in steps], config)
+                at_rate = float(np.mean([_at_filter_rate(config, *logged[s][2:4]) for s in steps])) if n else nan
+            else:
+                pred, pred_rounds, pred_rate = _mean_prediction(list(rate_sets.values()), config)
+                # The model again at the run's own filter pass rate (and screen share): what remains is the model's.
+                at_rate = _at_filter_rate(config, meas_rate, meas_mixed)
             # GRPO filters nothing: neither its predicted "filter pass rate" (groups with spread) nor the 1.0 it
             # logs compares with anything.
-            pred_rate = nan if isinstance(config, GRPO) else pred.filter_pass_rate
-            got = measured_per_step(logs[path], first, last)
-            meas, meas_rounds, meas_rate, meas_mixed, n = got if got else (nan, nan, nan, nan, 0)
-            meas_rate = nan if isinstance(config, GRPO) else meas_rate
-            # The model again at the run's own filter pass rate (and screen share): what remains is the model's.
-            mixed = meas_mixed if getattr(config, "screen_n", None) is not None else None
-            at_rate = nan
-            if not (math.isnan(meas_rate) or (mixed is not None and math.isnan(mixed))):
-                at_rate = predict_at_filter_rate(meas_rate, config, screen_mixed=mixed).rollouts_per_step
+            if isinstance(config, GRPO):
+                pred_rate = meas_rate = nan
             rows.append(
-                (f"{first}..{last}", config.label, path, n, pred.rollouts_per_step, meas)
-                + (pred.rounds_per_step, meas_rounds, pred_rate, meas_rate, at_rate)
+                (f"{first}..{last}", config.label, path, n, pred, meas)
+                + (pred_rounds, meas_rounds, pred_rate, meas_rate, at_rate)
             )
             total = totals[(config.label, path)]
-            total[0] += pred.rollouts_per_step * n
+            total[0] += pred * n
             total[1] += meas * n if n else 0.0
             total[2] += n
             total[3] += at_rate * n if n else 0.0
@@ -461,6 +492,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare with a run's log: KIND grpo, dapo or pc:P+C (repeatable)",
     )
     parser.add_argument("--window", type=int, default=None, metavar="K", help="split the steps into windows of K")
+    parser.add_argument(
+        "--per-step",
+        action="store_true",
+        help="with --measured: predict each dumped step from its own pass rates, then average",
+    )
     parser.add_argument("--by-source", action="store_true", help="per window: pass rates per data source")
     parser.add_argument(
         "--sources", help="only prompts of these data sources, e.g. arith_l2,arith_l3 (a mix made of some of them)"
@@ -488,6 +524,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.measured and (args.by_source or args.histogram):
         print("error: --measured makes its own table; run --by-source/--histogram separately", file=sys.stderr)
         return 2
+    if args.per_step and not args.measured:
+        print("error: --per-step applies to --measured only", file=sys.stderr)
+        return 2
     if args.window is not None and not (args.measured or args.by_source or args.histogram):
         print("error: --window applies to --measured, --by-source and --histogram only", file=sys.stderr)
         return 2
@@ -508,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"wrote {args.histogram}", file=sys.stderr)
             return 0
         if measured:
-            print(compare_with_runs(files, measured, args.metric, prior, args.window, sources))
+            print(compare_with_runs(files, measured, args.metric, prior, args.window, sources, args.per_step))
             return 0
         ids, seen, wins = read_window(files, args.metric, sources)
         rates = pass_rates(seen, wins, prior)
