@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 R=${REGIMES_OUT:-docs/results/regimes} D=docs/results/regimes/2026-11-26
+C=docs/results/regimes/2026-11-26c E=docs/results/regimes/2026-11-26d  # batch 3; batch 4a
 MEANS=training/num_gen_batches,actor/grad_norm,actor/ppo_kl,actor/pg_clipfrac,actor/entropy,training/zero_variance_group_frac,filtering_stats/pass_rate,filtering_stats/too_correct_rate,filtering_stats/too_incorrect_rate
 # Accuracy against generated rollouts, seeds aggregated (pc4x12_spread_s2 stopped at step 2: left out).
 python -m recipe.pc.report --seeds --means $MEANS --at-steps 5,10,30 --out $R/default \
@@ -34,7 +35,6 @@ python -m recipe.pc.plan $D/grpo16_default_s1/dump --steps 2:10 --train-batch-si
 
 # Batch 3 (2026-11-26c): groups of 64 on the default mix. PC 8+56 and 4+60 were stopped at steps 4-6 (launch.log):
 # left out. The target is the peak of GRPO n=64's mean curve (the PC runs' group size).
-C=docs/results/regimes/2026-11-26c
 python -m recipe.pc.report --seeds --means $MEANS --at-steps 5,10,20,30 --out $R/default_g64 \
   grpo64_s1=$C/grpo64_default_s1/metrics.jsonl grpo64_s2=$C/grpo64_default_s2/metrics.jsonl \
   pc16x48_s1=$C/pc16x48_default_s1/metrics.jsonl pc16x48_s2=$C/pc16x48_default_s2/metrics.jsonl >/dev/null
@@ -51,9 +51,25 @@ for seed in 1 2; do
   python -m recipe.pc.plan $D/grpo16_default_s$seed/dump --steps 11:30 --group-size 64 --train-batch-size 12 \
     --gen-batch-size 36 --pc 16+48,8+56,4+60 >$R/default_g64/preregistered_predictions_s$seed.md
 done
+# Batch 4a (2026-11-26d, 2 GPUs): groups of 16 on the calibrated mix, GRPO, PC 4+12 and DAPO (dapo16_calibrated_s1
+# reached step 29 when the lease ended; its curve and means stop there). Target: the peak of GRPO n=16's mean curve.
+mkdir -p $R/calibrated
+python -m recipe.pc.report --seeds --means $MEANS --at-steps 5,10,20,25,30 --out $R/calibrated \
+  grpo16_s1=$E/grpo16_calibrated_s1/metrics.jsonl grpo16_s2=$E/grpo16_calibrated_s2/metrics.jsonl \
+  pc4x12_s1=$E/pc4x12_calibrated_s1/metrics.jsonl pc4x12_s2=$E/pc4x12_calibrated_s2/metrics.jsonl \
+  dapo16_s1=$E/dapo16_calibrated_s1/metrics.jsonl dapo16_s2=$E/dapo16_calibrated_s2/metrics.jsonl >/dev/null
+python -m recipe.pc.plan $E/grpo16_calibrated_s1/dump --window 10 --by-source \
+  --histogram $R/pass_rates_grpo16_calibrated_s1.png >$R/calibrated/pass_rates_by_source.md
+# The cost model fed with the GRPO run's pass rates (same mix and seed), against the PC and DAPO runs' logs.
+: >$R/calibrated/costmodel_vs_measured.md
+for seed in 1 2; do
+  python -m recipe.pc.plan $E/grpo16_calibrated_s$seed/dump --train-batch-size 32 --gen-batch-size 96 --pc 4+12 \
+    --window 10 --measured pc:4+12=$E/pc4x12_calibrated_s$seed/metrics.jsonl \
+    --measured dapo=$E/dapo16_calibrated_s$seed/metrics.jsonl >>$R/calibrated/costmodel_vs_measured.md
+  echo >>$R/calibrated/costmodel_vs_measured.md
+done
 # Predictions for the calibrated mix (batches 4 and 6), made before any run on it: the spread mix's GRPO dumps
 # (steps 11-30) restricted to the calibrated mix's levels, groups of 16 and of 64.
-mkdir -p $R/calibrated
 for seed in 1 2; do
   calibrated="--steps 11:30 --sources arith_l2,arith_l3,arith_l4,arith_l6"
   python -m recipe.pc.plan $D/grpo16_spread_s$seed/dump $calibrated --pc 4+12 >$R/calibrated/preregistered_g16_s$seed.md
@@ -70,4 +86,27 @@ for seed in 1 2; do
   { python -m recipe.pc.plan $g64; python -m recipe.pc.plan $g64 --screen-n 4; } \
     >$R/default_g64/preregistered_stages_s$seed.md
 done
+# The same comparisons with --per-step (each step predicted from that step's GRPO pass rates, then averaged), a
+# revision of the model made after batch 4a's misses (README): every PC and DAPO run, no other inputs changed.
+per_step() {  # OUT DUMP B G SPLIT MEASURED...
+  local out=$1 dump=$2 b=$3 g=$4 split=$5
+  shift 5
+  python -m recipe.pc.plan "$dump" --train-batch-size "$b" --gen-batch-size "$g" --pc "$split" --window 10 --per-step \
+    "$@" >>"$out"
+  echo >>"$out"
+}
+: >$R/default/costmodel_per_step.md
+: >$R/spread/costmodel_per_step.md
+: >$R/default_g64/costmodel_per_step.md
+: >$R/calibrated/costmodel_per_step.md
+for seed in 1 2; do
+  per_step $R/default/costmodel_per_step.md $D/grpo16_default_s$seed/dump 32 96 4+12 \
+    --measured pc:4+12=$D/pc4x12_default_s$seed/metrics.jsonl
+  per_step $R/default_g64/costmodel_per_step.md $C/grpo64_default_s$seed/dump 12 36 16+48 \
+    --measured pc:16+48=$C/pc16x48_default_s$seed/metrics.jsonl
+  per_step $R/calibrated/costmodel_per_step.md $E/grpo16_calibrated_s$seed/dump 32 96 4+12 \
+    --measured pc:4+12=$E/pc4x12_calibrated_s$seed/metrics.jsonl --measured dapo=$E/dapo16_calibrated_s$seed/metrics.jsonl
+done
+per_step $R/spread/costmodel_per_step.md $D/grpo16_spread_s1/dump 32 96 4+12 \
+  --measured pc:4+12=$D/pc4x12_spread_s1/metrics.jsonl
 ls $R/default $R/spread $R/default_g64 $R/calibrated
