@@ -54,7 +54,7 @@ done
 # Batch 4a (2026-11-26d, 2 GPUs): groups of 16 on the calibrated mix, GRPO, PC 4+12 and DAPO (dapo16_calibrated_s1
 # reached step 29 when the lease ended; its curve and means stop there). Target: the peak of GRPO n=16's mean curve.
 mkdir -p $R/calibrated
-python -m recipe.pc.report --seeds --means $MEANS --at-steps 5,10,20,25,30 --out $R/calibrated \
+python -m recipe.pc.report --seeds --means $MEANS --at-steps 5,10,15,20,25,30 --out $R/calibrated \
   grpo16_s1=$E/grpo16_calibrated_s1/metrics.jsonl grpo16_s2=$E/grpo16_calibrated_s2/metrics.jsonl \
   pc4x12_s1=$E/pc4x12_calibrated_s1/metrics.jsonl pc4x12_s2=$E/pc4x12_calibrated_s2/metrics.jsonl \
   dapo16_s1=$E/dapo16_calibrated_s1/metrics.jsonl dapo16_s2=$E/dapo16_calibrated_s2/metrics.jsonl >/dev/null
