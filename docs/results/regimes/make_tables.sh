@@ -76,6 +76,12 @@ for seed in 1 2; do
   python -m recipe.pc.plan $D/grpo16_spread_s$seed/dump $calibrated --group-size 64 --train-batch-size 12 \
     --gen-batch-size 36 --pc 16+48,8+56,4+60 >$R/calibrated/preregistered_g64_s$seed.md
 done
+# Predictions for groups of 64 on the calibrated mix (batch 6 and PC 8+56/4+60 there), made after batch 4a and
+# before those runs: batch 4a's GRPO n=16 dumps of the calibrated mix, steps 11-30.
+for seed in 1 2; do
+  python -m recipe.pc.plan $E/grpo16_calibrated_s$seed/dump --steps 11:30 --group-size 64 --train-batch-size 12 \
+    --gen-batch-size 36 --pc 16+48,8+56,4+60 >$R/calibrated/preregistered_g64_from_4a_s$seed.md
+done
 # Predictions for the allocator stages (batches 7 and 8), made before any run: screening and PODS down-sampling
 # (the cost model does not model GRESO skipping), from the default mix's GRPO dumps, steps 11-30.
 for seed in 1 2; do
