@@ -454,10 +454,39 @@ def test_seeds_table_has_mean_spread_and_reach_counts(seed_logs, tmp_path, capsy
     assert pd.isna(table.loc["dapo", "speedup_vs_grpo"]) and pd.isna(table.loc["dapo", "rollouts_to_target_mean"])
     assert table["speedup_vs_dapo"].isna().all()  # dapo never gets there
     assert table["peak_mean_accuracy"].tolist() == pytest.approx([0.4, 0.45, 0.35])
-    assert "| pc | 2 of 2 | 230 | 100–360 | 184 | 1.30× | — | 0.4500 |" in stdout
-    assert "| dapo | 0 of 1 | — | — | — | — | — | 0.3500 |" in stdout
+    # Mean curves: grpo 0.2 0.35 0.35 0.4 reaches 0.4 at step 6 (600 rollouts); pc 0.2 0.35 0.425 0.45 at step 4,
+    # (200 + 240) / 2 = 220 rollouts.
+    assert table["mean_curve_rollouts_to_target"].tolist()[:2] == pytest.approx([600, 220])
+    assert table["mean_curve_speedup_vs_grpo"].tolist()[:2] == pytest.approx([1.0, 600 / 220])
+    assert pd.isna(table.loc["dapo", "mean_curve_rollouts_to_target"])
+    assert "| pc | 2 of 2 | 230 | 100–360 | 184 | 1.30× | — | 220 | 2.73× | — | 0.4500 |" in stdout
+    assert "| dapo | 0 of 1 | — | — | — | — | — | — | — | — | 0.3500 |" in stdout
     assert "Target accuracy 0.4000 (peak of grpo's mean curve over its seeds)" in stdout
     assert stdout == (out / "seeds_table.md").read_text()
+
+
+def test_the_mean_curve_speed_up_exists_where_a_baseline_seed_never_reaches_the_target():
+    def curve(rollouts_per_point, accuracies):
+        steps = range(0, 2 * len(accuracies), 2)
+        frame = pd.DataFrame({"rollouts": [rollouts_per_point * i for i in range(len(accuracies))]}, index=steps)
+        frame["accuracy"] = frame["smoothed"] = accuracies
+        return frame
+
+    curves = {
+        "base_s1": curve(100, [0.1, 0.3, 0.5]),  # reaches 0.4 at its last point
+        "base_s2": curve(100, [0.1, 0.3, 0.35]),  # never does
+        "new_s1": curve(150, [0.1, 0.45, 0.5]),  # reaches it at 150 rollouts
+        "new_s2": curve(250, [0.1, 0.3, 0.45]),  # at 500
+    }
+    groups = {"base": ["base_s1", "base_s2"], "new": ["new_s1", "new_s2"]}
+    means = {c: report.mean_curve([curves[label] for label in labels]) for c, labels in groups.items()}
+    target = float(means["base"]["smoothed"].max())  # 0.425 at base's last point: the default target
+    table = report.build_seed_table(curves, groups, means, target, ("base",)).set_index("configuration")
+    assert table["seeds_reached"].tolist() == [1, 2]
+    assert pd.isna(table.loc["new", "speedup_vs_base"])  # not every base seed got there
+    # new's mean curve (0.1, 0.375, 0.475 at 0, 200, 400 rollouts) first reaches 0.425 at 400; base's at 200.
+    assert table["mean_curve_rollouts_to_target"].tolist() == pytest.approx([200, 400])
+    assert table["mean_curve_speedup_vs_base"].tolist() == pytest.approx([1.0, 0.5])
 
 
 def test_seeds_with_a_given_target_and_a_named_baseline(seed_logs, tmp_path, capsys):

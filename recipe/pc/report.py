@@ -62,7 +62,9 @@ run. ``--baseline``/``--compare`` then name configurations. A configuration's me
 accuracy and cumulative rollouts at the validation steps every seed logged; the target defaults to the peak
 of the baseline's smoothed mean curve. Per configuration: how many seeds reach the target, and the mean,
 min-max and sample std (ddof=1) of rollouts-to-target over the seeds that do; speed-up = reference mean /
-this mean, only when every seed of both reached it.
+this mean, only when every seed of both reached it. The mean curve's own crossing (its mean rollouts at the first
+validation step where its accuracy reaches the target) and the mean-curve speed-up (reference crossing / this one)
+exist even where some seed never reaches the target.
 
 ``--at-steps S1,S2``: each run's validation accuracy (averaged and smoothed as for the table) and cumulative
 generated rollouts at those validation steps, as ``at_steps.md`` and after the table on stdout.
@@ -515,6 +517,7 @@ def build_seed_table(
                 "rollouts_to_target_min": values.min() if reached else None,
                 "rollouts_to_target_max": values.max() if reached else None,
                 "rollouts_to_target_std": values.std(ddof=1) if len(reached) > 1 else None,
+                "mean_curve_rollouts_to_target": getattr(rollouts_to_target(means[config], target), "rollouts", None),
                 "peak_mean_accuracy": float(means[config]["smoothed"].max()),
                 "target": target,
             }
@@ -528,15 +531,33 @@ def build_seed_table(
             means_by_config[ref] / means_by_config[config] if complete[ref] and complete[config] else None
             for config in table["configuration"]
         ]
-    for column in ("rollouts_to_target_mean", "rollouts_to_target_min", "rollouts_to_target_max"):
+    # The mean curves' crossings are defined even where a seed never gets there (the baseline's mean curve reaches
+    # its own peak by construction), so this ratio exists where the fair speed-up of means does not.
+    by_mean_curve = table.set_index("configuration")["mean_curve_rollouts_to_target"]
+    for ref in references:
+        table[f"mean_curve_speedup_vs_{ref}"] = [
+            by_mean_curve[ref] / by_mean_curve[config]
+            if not (pd.isna(by_mean_curve[ref]) or pd.isna(by_mean_curve[config]))
+            else None
+            for config in table["configuration"]
+        ]
+    for column in (
+        "rollouts_to_target_mean",
+        "rollouts_to_target_min",
+        "rollouts_to_target_max",
+        "mean_curve_rollouts_to_target",
+    ):
         table[column] = pd.to_numeric(table[column])
     return table
 
 
 def seed_table_markdown(table: pd.DataFrame, caption: str) -> str:
     ratio_columns = [c for c in table.columns if c.startswith("speedup_vs_")]
+    curve_columns = [c for c in table.columns if c.startswith("mean_curve_speedup_vs_")]
     header = ["configuration", "seeds reaching target", "rollouts to target: mean", "min–max", "std"]
     header += [f"speed-up vs {c.removeprefix('speedup_vs_')}" for c in ratio_columns]
+    header += ["mean curve reaches target at"]
+    header += [f"mean-curve speed-up vs {c.removeprefix('mean_curve_speedup_vs_')}" for c in curve_columns]
     header += ["peak of mean acc"]
     lines = [caption, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in table.to_dict("records"):
@@ -551,6 +572,8 @@ def seed_table_markdown(table: pd.DataFrame, caption: str) -> str:
             _cell(row["rollouts_to_target_std"], ",.0f"),
         ]
         cells += [_cell(row[c], ".2f", suffix="×") for c in ratio_columns]
+        cells += [_cell(row["mean_curve_rollouts_to_target"], ",.0f")]
+        cells += [_cell(row[c], ".2f", suffix="×") for c in curve_columns]
         cells += [_cell(row["peak_mean_accuracy"], ".4f")]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
