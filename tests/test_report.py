@@ -489,6 +489,37 @@ def test_the_mean_curve_speed_up_exists_where_a_baseline_seed_never_reaches_the_
     assert table["mean_curve_speedup_vs_base"].tolist() == pytest.approx([1.0, 0.5])
 
 
+def test_equal_accuracy_finds_the_baseline_step_with_the_same_mean_accuracy(seed_logs, tmp_path):
+    def curve(steps, rollouts, accuracies):
+        frame = pd.DataFrame({"rollouts": rollouts, "accuracy": accuracies}, index=steps)
+        frame["smoothed"] = frame["accuracy"]
+        return frame
+
+    means = {
+        "grpo": curve([0, 2, 4, 6], [0, 200, 400, 600], [0.1, 0.3, 0.3, 0.5]),
+        "pc": curve([0, 2, 4, 6], [0, 300, 500, 900], [0.1, 0.4, 0.2, 0.6]),
+    }
+    table = report.equal_accuracy_table(means, "grpo")
+    assert table["configuration"].tolist() == ["pc"] * 3 and table["step"].tolist() == [2, 4, 6]  # not step 0
+    # 0.4 lies halfway between grpo's 0.3 at step 4 (its first 0.3 is at step 2, but 0.4 is first reached after
+    # step 4) and 0.5 at step 6: step 5, 500 rollouts; one pc step was worth 2.5 grpo steps, at 300 / 500 rollouts.
+    assert table.loc[0, ["baseline_step", "baseline_rollouts"]].tolist() == pytest.approx([5, 500])
+    assert table.loc[0, ["steps_worth", "rollouts_ratio"]].tolist() == pytest.approx([2.5, 0.6])
+    # 0.2: halfway from 0.1 at step 0 to 0.3 at step 2.
+    assert table.loc[1, ["baseline_step", "baseline_rollouts", "steps_worth"]].tolist() == pytest.approx([1, 100, 0.25])
+    assert table.loc[2, ["baseline_step", "steps_worth", "rollouts_ratio"]].isna().all()  # 0.6: beyond grpo's peak
+    markdown = report.equal_accuracy_markdown(table, "grpo").splitlines()
+    assert markdown[4] == "| pc | 2 | 0.400 | 300 | 5.0 | 500 | 2.50 | 0.60× |"
+    assert markdown[6] == "| pc | 6 | 0.600 | 900 | — | — | — | — |"
+    # From the command line: written beside the seed table, and refused without --seeds.
+    out = tmp_path / "out"
+    assert report.main([*seed_logs, "--seeds", "--equal-accuracy", "--out", str(out), "--no-plot"]) == 0
+    written = pd.read_csv(out / "equal_accuracy.csv")
+    assert set(written["configuration"]) == {"pc", "dapo"} and (out / "equal_accuracy.md").exists()
+    with pytest.raises(SystemExit):
+        report.main([*seed_logs, "--equal-accuracy", "--out", str(out), "--no-plot"])
+
+
 def test_seeds_with_a_given_target_and_a_named_baseline(seed_logs, tmp_path, capsys):
     out = tmp_path / "out"
     code = report.main([*seed_logs, "--seeds", "--target", "0.45", "--baseline", "pc", "--out", str(out), "--no-plot"])

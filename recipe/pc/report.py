@@ -579,6 +579,86 @@ def seed_table_markdown(table: pd.DataFrame, caption: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _interpolate_reach(curve: pd.DataFrame, accuracy: float) -> tuple[float, float] | None:
+    """(step, cumulative rollouts) where ``curve``'s smoothed accuracy first reaches ``accuracy``, linear between
+    its validation points; None if it never does."""
+    steps, values = curve.index.to_numpy(dtype=float), curve["smoothed"].to_numpy(dtype=float)
+    rollouts = curve["rollouts"].to_numpy(dtype=float)
+    hits = (values >= accuracy - _TOLERANCE).nonzero()[0]
+    if not len(hits):
+        return None
+    i = int(hits[0])
+    if i == 0 or values[i] <= values[i - 1]:
+        return float(steps[i]), float(rollouts[i])
+    t = (accuracy - values[i - 1]) / (values[i] - values[i - 1])
+    step = steps[i - 1] + t * (steps[i] - steps[i - 1])
+    return float(step), float(rollouts[i - 1] + t * (rollouts[i] - rollouts[i - 1]))
+
+
+def equal_accuracy_table(means: dict[str, pd.DataFrame], baseline: str) -> pd.DataFrame:
+    """Per configuration other than ``baseline`` and validation step k > 0 of its mean curve: the step and rollouts at
+    which the baseline's mean curve first reached the same accuracy (linear between validation points), how many
+    baseline steps one of its steps was worth (that step / k) and its rollouts over the baseline's. Empty where the
+    baseline never got that far."""
+    rows = []
+    for config, curve in means.items():
+        if config == baseline:
+            continue
+        for step, point in curve.loc[curve.index > 0].iterrows():
+            reach = _interpolate_reach(means[baseline], float(point["smoothed"]))
+            base_step, base_rollouts = reach if reach else (None, None)
+            rows.append(
+                {
+                    "configuration": config,
+                    "step": int(step),
+                    "accuracy": float(point["smoothed"]),
+                    "rollouts": float(point["rollouts"]),
+                    "baseline_step": base_step,
+                    "baseline_rollouts": base_rollouts,
+                    "steps_worth": base_step / step if reach else None,
+                    "rollouts_ratio": point["rollouts"] / base_rollouts if reach and base_rollouts else None,
+                }
+            )
+    columns = ["configuration", "step", "accuracy", "rollouts", "baseline_step", "baseline_rollouts"]
+    table = pd.DataFrame(rows, columns=[*columns, "steps_worth", "rollouts_ratio"])
+    for column in ("baseline_step", "baseline_rollouts", "steps_worth", "rollouts_ratio"):
+        table[column] = pd.to_numeric(table[column])
+    return table
+
+
+def equal_accuracy_markdown(table: pd.DataFrame, baseline: str) -> str:
+    header = [
+        "configuration",
+        "step",
+        "mean acc.",
+        "rollouts",
+        f"{baseline} step with that acc.",
+        f"{baseline} rollouts there",
+        f"{baseline} steps per step",
+        f"rollouts × {baseline}",
+    ]
+    lines = [
+        f"Each configuration's mean curve against {baseline}'s at equal accuracy: where {baseline}'s mean curve first "
+        "reached the same accuracy (linear between its validation points; — where it never did).",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for row in table.to_dict("records"):
+        cells = [
+            row["configuration"],
+            str(row["step"]),
+            f"{row['accuracy']:.3f}",
+            f"{row['rollouts']:,.0f}",
+            _cell(row["baseline_step"], ".1f"),
+            _cell(row["baseline_rollouts"], ",.0f"),
+            _cell(row["steps_worth"], ".2f"),
+            _cell(row["rollouts_ratio"], ".2f", suffix="×"),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 # ------------------------------------------------------------------ plot
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
 _LINESTYLES = ("-", "--", "-.", ":")
@@ -771,6 +851,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="also a table of each run's validation accuracy and cumulative rollouts at these steps (at_steps.md)",
     )
     parser.add_argument(
+        "--equal-accuracy",
+        action="store_true",
+        help="with --seeds: each configuration's mean curve against the baseline's at equal accuracy, step by step "
+        "(equal_accuracy.md): the baseline steps one step was worth, and the rollouts ratio",
+    )
+    parser.add_argument(
         "--means",
         metavar="M1,M2",
         help="also a table of these metrics' means over the training steps (means_table.md), per run or configuration",
@@ -778,6 +864,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.smooth < 1:
         parser.error(f"--smooth must be >= 1, got {args.smooth}")
+    if args.equal_accuracy and not args.seeds:
+        parser.error("--equal-accuracy compares configurations' mean curves: it needs --seeds")
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {args.out}: exists and is not a folder")
     return args
@@ -918,6 +1006,9 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> tupl
     )
     markdown = seed_table_markdown(table, caption)
     _write_table(args.out, "seeds_table", markdown, table, written)
+    if args.equal_accuracy:
+        equal = equal_accuracy_table(means, baseline)
+        _write_table(args.out, "equal_accuracy", equal_accuracy_markdown(equal, baseline), equal, written)
     if _plot_possible(args):
         plot_seeds(curves, groups, means, target, args.out / "seeds_accuracy_vs_rollouts.png", ylabel)
         written.append(args.out / "seeds_accuracy_vs_rollouts.png")

@@ -8,10 +8,10 @@ R=${REGIMES_OUT:-docs/results/regimes} D=docs/results/regimes/2026-11-26
 C=docs/results/regimes/2026-11-26c E=docs/results/regimes/2026-11-26d  # batch 3; batch 4a
 MEANS=training/num_gen_batches,actor/grad_norm,actor/ppo_kl,actor/pg_clipfrac,actor/entropy,training/zero_variance_group_frac,filtering_stats/pass_rate,filtering_stats/too_correct_rate,filtering_stats/too_incorrect_rate
 # Accuracy against generated rollouts, seeds aggregated (pc4x12_spread_s2 stopped at step 2: left out).
-python -m recipe.pc.report --seeds --means $MEANS --at-steps 5,10,30 --out $R/default \
+python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 --out $R/default \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl >/dev/null
-python -m recipe.pc.report --seeds --means $MEANS --at-steps 5,10,30 --out $R/spread \
+python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 --out $R/spread \
   grpo16_s1=$D/grpo16_spread_s1/metrics.jsonl grpo16_s2=$D/grpo16_spread_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_spread_s1/metrics.jsonl >/dev/null
 for mix in default spread; do
@@ -35,7 +35,7 @@ python -m recipe.pc.plan $D/grpo16_default_s1/dump --steps 2:10 --train-batch-si
 
 # Batch 3 (2026-11-26c): groups of 64 on the default mix. PC 8+56 and 4+60 were stopped at steps 4-6 (launch.log):
 # left out. The target is the peak of GRPO n=64's mean curve (the PC runs' group size).
-python -m recipe.pc.report --seeds --means $MEANS --at-steps 5,10,20,30 --out $R/default_g64 \
+python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,20,30 --out $R/default_g64 \
   grpo64_s1=$C/grpo64_default_s1/metrics.jsonl grpo64_s2=$C/grpo64_default_s2/metrics.jsonl \
   pc16x48_s1=$C/pc16x48_default_s1/metrics.jsonl pc16x48_s2=$C/pc16x48_default_s2/metrics.jsonl >/dev/null
 python -m recipe.pc.plan $C/grpo64_default_s1/dump --window 10 --by-source \
@@ -54,7 +54,7 @@ done
 # Batch 4a (2026-11-26d, 2 GPUs): groups of 16 on the calibrated mix, GRPO, PC 4+12 and DAPO (dapo16_calibrated_s1
 # reached step 29 when the lease ended; its curve and means stop there). Target: the peak of GRPO n=16's mean curve.
 mkdir -p $R/calibrated
-python -m recipe.pc.report --seeds --means $MEANS --at-steps 5,10,15,20,25,30 --out $R/calibrated \
+python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,15,20,25,30 --out $R/calibrated \
   grpo16_s1=$E/grpo16_calibrated_s1/metrics.jsonl grpo16_s2=$E/grpo16_calibrated_s2/metrics.jsonl \
   pc4x12_s1=$E/pc4x12_calibrated_s1/metrics.jsonl pc4x12_s2=$E/pc4x12_calibrated_s2/metrics.jsonl \
   dapo16_s1=$E/dapo16_calibrated_s1/metrics.jsonl dapo16_s2=$E/dapo16_calibrated_s2/metrics.jsonl >/dev/null
