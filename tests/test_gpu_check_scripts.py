@@ -119,11 +119,16 @@ def batch_plan(*args: str, ngpus: int = 2) -> subprocess.CompletedProcess:
 
 def test_batch_plan_spreads_runs_over_the_hosts_gpus_and_picks_named_lines(tmp_path):
     batch = tmp_path / "batch.txt"
-    batch.write_text("# NAME MIX SCRIPT OVERRIDES...\na_s1 mix s.sh x=1\n\na_s10 mix s.sh x=10\nb_s1 other t.sh\nc_s1 mix s.sh y=2 z=3\n")
+    batch.write_text(
+        "# NAME MIX SCRIPT OVERRIDES...\na_s1 mix s.sh x=1\n\na_s10 mix s.sh x=10\nb_s1 other t.sh\nc_s1 mix s.sh y=2 z=3\n"
+    )
     plan = batch_plan(str(batch), ngpus=2)
     assert plan.returncode == 0, plan.stderr
     assert plan.stdout.splitlines() == [
-        "a_s1 0 mix s.sh x=1", "a_s10 1 mix s.sh x=10", "b_s1 0 other t.sh ", "c_s1 1 mix s.sh y=2 z=3"
+        "a_s1 0 mix s.sh x=1",
+        "a_s10 1 mix s.sh x=10",
+        "b_s1 0 other t.sh ",
+        "c_s1 1 mix s.sh y=2 z=3",
     ]
     # Named lines only, numbered among themselves: a 2-GPU lease runs part of a batch written for 4.
     picked = batch_plan(str(batch), "c_s1", "a_s1", ngpus=4)

@@ -195,8 +195,9 @@ def test_per_step_predicts_each_logged_step_from_its_own_rates_then_averages(tmp
     assert plan.main([FIXTURE, *args, "--measured", f"pc:4+12={log}"]) == 0
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()[2:]]
     step = {k: plan.predict(_rates(k), config) for k in (1, 2, 3)}
-    pooled = plan.predict(plan.pass_rates(*plan.read_pass_counts(plan.step_files(FIXTURE, (1, 2)), "acc")[1:],
-                                          (0.0, 0.0)), config)
+    pooled = plan.predict(
+        plan.pass_rates(*plan.read_pass_counts(plan.step_files(FIXTURE, (1, 2)), "acc")[1:], (0.0, 0.0)), config
+    )
     mean = (step[1].rollouts_per_step + step[2].rollouts_per_step) / 2
     assert f"{mean:.0f}" != f"{pooled.rollouts_per_step:.0f}"  # the fixture tells the two apart
     assert rows[0][4] == f"{mean:.0f}"
@@ -205,8 +206,10 @@ def test_per_step_predicts_each_logged_step_from_its_own_rates_then_averages(tmp
     weighted = sum(step[k].filter_pass_rate * step[k].rounds_per_step for k in (1, 2))
     assert rows[0][9] == f"{weighted / (step[1].rounds_per_step + step[2].rounds_per_step):.3f}"
     # At the run's own rate, step by step (3/16 and 5/8), not at the window's pooled 8/24.
-    at_rate = (plan.predict_at_filter_rate(3 / 16, config).rollouts_per_step
-               + plan.predict_at_filter_rate(5 / 8, config).rollouts_per_step) / 2
+    at_rate = (
+        plan.predict_at_filter_rate(3 / 16, config).rollouts_per_step
+        + plan.predict_at_filter_rate(5 / 8, config).rollouts_per_step
+    ) / 2
     assert rows[0][11] == f"{at_rate:.0f}"
     assert f"{plan.predict_at_filter_rate(8 / 24, config).rollouts_per_step:.0f}" != rows[0][11]
     assert rows[1][4] == f"{step[3].rollouts_per_step:.0f}"
@@ -217,6 +220,59 @@ def test_per_step_predicts_each_logged_step_from_its_own_rates_then_averages(tmp
     assert rows[0][3] == "1" and rows[0][4] == f"{step[1].rollouts_per_step:.0f}"
     assert plan.main([FIXTURE, "--per-step"]) == 2
     assert "--per-step applies to --measured only" in capsys.readouterr().err
+
+
+def test_per_step_edges_a_gap_a_step_without_candidates_an_unreached_window_and_sources(tmp_path, capsys):
+    args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--per-step"]
+    config = plan.PilotCommit(4, 12, 8, 4)
+    step = {k: plan.predict(_rates(k), config) for k in (1, 2, 3)}
+
+    def table(log, *extra):
+        assert plan.main([FIXTURE, *args, *extra, "--measured", f"pc:4+12={log}"]) == 0
+        return [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()[2:]]
+
+    # Step 2 had no filter candidates: its at-rate is unknown, so the window's is step 1's alone; the measured side
+    # and the prediction still cover both steps.
+    log = _write_metrics(tmp_path / "a.jsonl", {1: (300, 2, 3, 16), 2: (100, 1, 0, 0), 3: (200, 1, 4, 8)})
+    rows = table(log, "--window", "2")
+    assert rows[0][3:6] == ["2", f"{(step[1].rollouts_per_step + step[2].rollouts_per_step) / 2:.0f}", "200"]
+    at_1 = plan.predict_at_filter_rate(3 / 16, config).rollouts_per_step
+    at_3 = plan.predict_at_filter_rate(4 / 8, config).rollouts_per_step
+    assert rows[0][11] == f"{at_1:.0f}"
+    assert rows[2][0] == "all" and rows[2][11] == f"{(2 * at_1 + at_3) / 3:.0f}"  # windows weighed by their steps
+    # A run that logged a step the dump lacks (here 5) and none of a window's dumped steps: that window shows dashes
+    # and the "all" row covers the steps both have.
+    log = _write_metrics(tmp_path / "b.jsonl", {3: (200, 1, 4, 8), 5: (999, 9, 1, 8)})
+    rows = table(log, "--window", "2")
+    assert rows[0][3] == "0" and rows[0][5] == "—" and rows[0][11] == "—"
+    assert rows[1][3:6] == ["1", f"{step[3].rollouts_per_step:.0f}", "200"]
+    assert rows[2][3:6] == ["1", f"{step[3].rollouts_per_step:.0f}", "200"]
+    # A dump with a gap (steps 1 and 3): the measured side covers the same steps as the prediction, not step 2.
+    gap = tmp_path / "gap"
+    gap.mkdir()
+    for k in (1, 3):
+        shutil.copy(os.path.join(FIXTURE, f"{k}.jsonl"), gap / f"{k}.jsonl")
+    log = _write_metrics(tmp_path / "d.jsonl", {1: (300, 2, 3, 16), 2: (999, 9, 1, 8), 3: (200, 1, 4, 8)})
+    assert plan.main([str(gap), *args, "--measured", f"pc:4+12={log}"]) == 0
+    row = [c.strip() for c in capsys.readouterr().out.splitlines()[2].strip("|").split("|")]
+    assert row[0] == "1..3" and row[3] == "2" and row[5] == "250" and row[8] == "1.50"
+    # --sources: each step keeps its prompts of those sources; a step may have none of one of them.
+    for k in (1, 2, 3):
+        lines = [json.loads(line) for line in open(os.path.join(FIXTURE, f"{k}.jsonl"))]
+        for line in lines:
+            line["data_source"] = "a" if line["prompt_id"] % 2 == 0 else ("b" if k == 1 else "c")
+        (tmp_path / f"{k}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    log = _write_metrics(tmp_path / "c.jsonl", {1: (300, 2, 3, 16), 2: (100, 1, 5, 8)})
+    assert plan.main([str(tmp_path), *args, "--steps", "1:2", "--sources", "a,b", "--measured", f"pc:4+12={log}"]) == 0
+    row = [c.strip() for c in capsys.readouterr().out.splitlines()[2].strip("|").split("|")]
+    files = plan.step_files(str(tmp_path), (1, 2))
+    per_step_rates = [
+        plan.pass_rates(*plan.read_window([f], "acc", ["a", "b"], require_sources=False)[1:], (0, 0)) for f in files
+    ]
+    want = np.mean([plan.predict(r, config).rollouts_per_step for r in per_step_rates])
+    assert row[4] == f"{want:.0f}"
+    assert plan.main([str(tmp_path), *args, "--steps", "2:2", "--sources", "a,b", "--measured", f"pc:4+12={log}"]) == 2
+    assert "no prompt of ['b'] in steps 2..2" in capsys.readouterr().err  # checked once per window
 
 
 def test_a_window_the_run_did_not_reach_shows_a_dash_and_grpo_has_no_filter_rate(tmp_path, capsys):

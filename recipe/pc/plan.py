@@ -172,15 +172,15 @@ def read_pass_counts(files: list[tuple[int, str]], metric: str) -> tuple[np.ndar
     return read_dump(files, metric)[:3]
 
 
-def read_window(files: list[tuple[int, str]], metric: str, sources: list[str] | None):
+def read_window(files: list[tuple[int, str]], metric: str, sources: list[str] | None, require_sources=True):
     """(prompt ids, rollouts seen, successes) of the prompts of these data sources (None: all), e.g. to predict a
-    mix made of some of a dump's sources."""
+    mix made of some of a dump's sources; ``require_sources``: a source with no prompt in ``files`` is an error."""
     ids, seen, wins, labels = read_dump(files, metric)
     if not sources:
         return ids, seen, wins
     present = sorted(set(labels.tolist()))
     missing = sorted(set(sources) - set(present))
-    if missing:
+    if missing and require_sources:
         where = f"steps {files[0][0]}..{files[-1][0]}"
         raise DumpError(f"--sources: no prompt of {missing} in {where}; the dump has {present}")
     keep = np.isin(labels, sources)
@@ -324,12 +324,12 @@ def load_measured(path: str, config) -> pd.DataFrame:
     return frame
 
 
-def measured_per_step(frame, first: int, last: int) -> tuple[float, float, float, float, int] | None:
-    """Over steps first..last of a run's log: mean generated rollouts and generation rounds per step, the
-    share of filtered candidates that passed (PC: pilots in the band), the share whose screen disagreed (PC with
-    screening: not screened out), and the step count; a share not logged is nan. None when the run logged no
-    training step there."""
-    rows = frame.loc[(frame.index >= first) & (frame.index <= last), list(MEASURED_COLUMNS)].dropna()
+def measured_per_step(frame, steps) -> tuple[float, float, float, float, int] | None:
+    """Over these steps of a run's log (e.g. a ``range``): mean generated rollouts and generation rounds per step,
+    the share of filtered candidates that passed (PC: pilots in the band), the share whose screen disagreed (PC
+    with screening: not screened out), and the count of steps it logged; a share not logged is nan. None when
+    the run logged none of them."""
+    rows = frame.loc[frame.index.isin(list(steps)), list(MEASURED_COLUMNS)].dropna()
     if rows.empty:
         return None
 
@@ -417,28 +417,36 @@ def _mean_prediction(rate_sets: list[np.ndarray], config) -> tuple[float, float,
 def compare_with_runs(files, measured, metric: str, prior, window: int | None, sources=None, per_step=False) -> str:
     """The comparison table: per window of dumped steps, each measured run beside its configuration's prediction.
 
-    ``per_step``: predict each dumped step from that step's pass rates and average the steps the run logged (the
-    rounds a step needs are convex in its filter pass rate, so pooling a window's rates first predicts too few
-    rounds where the rates move, e.g. while the answer format is learned); the at-rate column likewise uses each
-    step's own logged rate."""
+    ``per_step``: predict each dumped step from that step's pass rates and average over the steps both dumped and
+    logged by the run, the measured side over the same steps (the rounds a step needs are convex in its filter pass
+    rate, so pooling a window's rates first predicts too few rounds where the rates move, e.g. while the answer
+    format is learned); the at-rate column likewise uses each step's own logged rate."""
     logs = {path: load_measured(path, config) for config, path in measured}
     nan = float("nan")
-    rows, totals = [], defaultdict(lambda: [0.0, 0.0, 0, 0.0])
+    rows, totals = [], defaultdict(lambda: [0.0, 0.0, 0, 0.0, 0])
     for chunk in windows(files, window):
         first, last = chunk[0][0], chunk[-1][0]
-        parts = [[f] for f in chunk] if per_step else [chunk]
-        rate_sets = {part[0][0]: pass_rates(*read_window(part, metric, sources)[1:], prior) for part in parts}
+        pooled = pass_rates(*read_window(chunk, metric, sources)[1:], prior)  # also checks --sources once
+        rate_sets = {}
+        if per_step:
+            for part in ([f] for f in chunk):
+                _, seen, wins = read_window(part, metric, sources, require_sources=False)
+                if len(seen):  # a step may hold none of --sources' prompts
+                    rate_sets[part[0][0]] = pass_rates(seen, wins, prior)
         for config, path in measured:
             frame = logs[path]
-            got = measured_per_step(frame, first, last)
-            meas, meas_rounds, meas_rate, meas_mixed, n = got if got else (nan, nan, nan, nan, 0)
             if per_step:
-                logged = {s: measured_per_step(frame, s, s) for s in rate_sets}
-                steps = [s for s in rate_sets if logged[s]] or list(rate_sets)
-                pred, pred_rounds, pred_rate = _mean_prediction([rate_sets[s] for s in steps], config)
-                at_rate = float(np.mean([_at_filter_rate(config, *logged[s][2:4]) for s in steps])) if n else nan
+                both = [s for s in rate_sets if measured_per_step(frame, [s])]
+                got = measured_per_step(frame, both) if both else None
+                pred, pred_rounds, pred_rate = _mean_prediction([rate_sets[s] for s in both or rate_sets], config)
+                per_step_at = [_at_filter_rate(config, *measured_per_step(frame, [s])[2:4]) for s in both]
+                finite = [v for v in per_step_at if not math.isnan(v)]
+                at_rate = float(np.mean(finite)) if finite else nan
             else:
-                pred, pred_rounds, pred_rate = _mean_prediction(list(rate_sets.values()), config)
+                got = measured_per_step(frame, range(first, last + 1))
+                pred, pred_rounds, pred_rate = _mean_prediction([pooled], config)
+            meas, meas_rounds, meas_rate, meas_mixed, n = got if got else (nan, nan, nan, nan, 0)
+            if not per_step:
                 # The model again at the run's own filter pass rate (and screen share): what remains is the model's.
                 at_rate = _at_filter_rate(config, meas_rate, meas_mixed)
             # GRPO filters nothing: neither its predicted "filter pass rate" (groups with spread) nor the 1.0 it
@@ -453,13 +461,16 @@ def compare_with_runs(files, measured, metric: str, prior, window: int | None, s
             total[0] += pred * n
             total[1] += meas * n if n else 0.0
             total[2] += n
-            total[3] += at_rate * n if n else 0.0
-    for (_label, path), (_, _, n, _) in totals.items():
+            if n and not math.isnan(at_rate):  # weighted by the steps that had one
+                total[3] += at_rate * n
+                total[4] += n
+    for (_label, path), (_, _, n, _, _) in totals.items():
         if n == 0:
             raise DumpError(f"--measured {path}: no training step logged in steps {files[0][0]}..{files[-1][0]}")
     if len(rows) > len(measured):
-        for (label, path), (pred_sum, meas_sum, n, at_rate_sum) in totals.items():
-            rows.append(("all", label, path, n, pred_sum / n, meas_sum / n, nan, nan, nan, nan, at_rate_sum / n))
+        for (label, path), (pred_sum, meas_sum, n, at_sum, at_n) in totals.items():
+            at_rate = at_sum / at_n if at_n else nan
+            rows.append(("all", label, path, n, pred_sum / n, meas_sum / n, nan, nan, nan, nan, at_rate))
     return comparison_table(rows)
 
 
