@@ -112,28 +112,79 @@ def test_stop_ends_a_run_and_its_ray_processes_but_not_a_run_whose_name_extends_
             process.wait()
 
 
-def batch_plan(*args: str, ngpus: int = 2) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NGPUS": str(ngpus)}
-    return subprocess.run(["bash", LAUNCH, "batch-plan", *args], env=env, capture_output=True, text=True)
+def launch(*args: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", LAUNCH, *args], env={**os.environ, **env}, capture_output=True, text=True)
+
+
+BATCH = (
+    "# NAME MIX SCRIPT OVERRIDES...\na_s1 mix s.sh x=1\n\na_s10 mix s.sh x=10\nb_s1 other t.sh\nc_s1 mix s.sh y=2 z=3\n"
+)
 
 
 def test_batch_plan_spreads_runs_over_the_hosts_gpus_and_picks_named_lines(tmp_path):
     batch = tmp_path / "batch.txt"
-    batch.write_text(
-        "# NAME MIX SCRIPT OVERRIDES...\na_s1 mix s.sh x=1\n\na_s10 mix s.sh x=10\nb_s1 other t.sh\nc_s1 mix s.sh y=2 z=3\n"
-    )
-    plan = batch_plan(str(batch), ngpus=2)
+    batch.write_text(BATCH)
+    plan = launch("batch-plan", str(batch), NGPUS="2")
     assert plan.returncode == 0, plan.stderr
     assert plan.stdout.splitlines() == [
         "a_s1 0 mix s.sh x=1",
         "a_s10 1 mix s.sh x=10",
-        "b_s1 0 other t.sh ",
+        "b_s1 0 other t.sh",
         "c_s1 1 mix s.sh y=2 z=3",
     ]
     # Named lines only, numbered among themselves: a 2-GPU lease runs part of a batch written for 4.
-    picked = batch_plan(str(batch), "c_s1", "a_s1", ngpus=4)
+    picked = launch("batch-plan", str(batch), "c_s1", "a_s1", NGPUS="4")
     assert picked.stdout.splitlines() == ["a_s1 0 mix s.sh x=1", "c_s1 1 mix s.sh y=2 z=3"]
     # A name picks its own line only, not a run whose name it extends or that extends it.
-    assert batch_plan(str(batch), "a_s10", ngpus=4).stdout.splitlines() == ["a_s10 0 mix s.sh x=10"]
-    missing = batch_plan(str(batch), "a_s1", "a_s", ngpus=2)
-    assert missing.returncode == 2 and "no run a_s in" in missing.stderr and missing.stdout == ""
+    assert launch("batch-plan", str(batch), "a_s10", NGPUS="4").stdout.splitlines() == ["a_s10 0 mix s.sh x=10"]
+    # A name is a string, not a pattern; an unknown one stops everything.
+    for bad in ("a_s", "a.s1", ".*", "#"):
+        missing = launch("batch-plan", str(batch), "a_s1", bad, NGPUS="2")
+        assert missing.returncode == 2 and f"no run {bad} in" in missing.stderr and missing.stdout == ""
+    comments = tmp_path / "comments.txt"
+    comments.write_text("# nothing to run\n\n")
+    empty = launch("batch-plan", str(comments), NGPUS="2")
+    assert empty.returncode == 2 and "no run in" in empty.stderr
+
+
+def test_batch_plan_counts_the_gpus_nvidia_smi_lists(tmp_path):
+    batch = tmp_path / "batch.txt"
+    batch.write_text(BATCH)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    path = f"{bin_dir}:{os.environ['PATH']}"
+    smi.write_text("#!/bin/sh\nprintf 'GPU 0: H100 (UUID: a)\\nGPU 1: H100 (UUID: b)\\nGPU 2: H100 (UUID: c)\\n'\n")
+    smi.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "NGPUS"}
+    plan = subprocess.run(
+        ["bash", LAUNCH, "batch-plan", str(batch)], env={**env, "PATH": path}, capture_output=True, text=True
+    )
+    assert [line.split()[1] for line in plan.stdout.splitlines()] == ["0", "1", "2", "0"]
+    smi.write_text("#!/bin/sh\nexit 9\n")  # no GPU (or no driver)
+    none = subprocess.run(
+        ["bash", LAUNCH, "batch-plan", str(batch)], env={**env, "PATH": path}, capture_output=True, text=True
+    )
+    assert none.returncode == 2 and "no GPUs (set NGPUS)" in none.stderr
+
+
+def test_batch_starts_each_planned_run_on_its_gpu_from_any_folder(tmp_path):
+    batch = tmp_path / "batch.txt"
+    batch.write_text(BATCH)
+    runs = tmp_path / "runs"
+    # Started by a relative path from its own folder: the script cds to the repo root before it plans.
+    env = {**os.environ, "NGPUS": "2", "DRY_RUN": "1", "RUNS": str(runs)}
+    started = subprocess.run(
+        ["bash", "launch.sh", "batch", str(batch), "c_s1", "b_s1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(LAUNCH),
+    )
+    assert started.returncode == 0, started.stderr
+    lines = started.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["start b_s1 on GPUs 0", "start c_s1 on GPUs 1"]
+    assert "DATA_DIR=/tmp/data/other STEPS=30 bash train_scripts/t.sh trainer.rollout_data_dir=" in lines[0]
+    assert lines[1].endswith(f"bash train_scripts/s.sh y=2 z=3 trainer.rollout_data_dir={runs}/c_s1/dump")
+    refused = launch("batch", str(batch), "zz", NGPUS="2", DRY_RUN="1", RUNS=str(runs))
+    assert refused.returncode == 2 and refused.stdout == "" and "no run zz" in refused.stderr

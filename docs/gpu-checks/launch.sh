@@ -11,6 +11,7 @@
 #   bash docs/gpu-checks/launch.sh tp2 NAME  # the rollout-TP-2 GRPO check alone, logs under /tmp/runs/NAME/
 #   bash docs/gpu-checks/launch.sh batch docs/results/regimes/batch3.txt [NAME...]  # a regime batch file (or its
 #                                            named lines), run i on GPU i mod the GPU count; batch-plan lists them
+#                                            (DRY_RUN=1: print what would start, start nothing)
 #   bash docs/gpu-checks/launch.sh stop "WHY" NAME...   # stop runs (and their Ray processes), noted in launch.log
 #   bash docs/gpu-checks/launch.sh collect   # a tarball of the logs into $OUT
 set -euo pipefail
@@ -27,9 +28,14 @@ STAGGER=${STAGGER:-25}
 RETRY="docs/gpu-checks/retry_start.sh bash"
 
 # run NAME GPUS CMD...: a detached run pinned to GPUS with its own Ray temp dir and output folder.
+# DRY_RUN=1: only the "start" line, on stdout (what would start, and where).
 run() {
   local name=$1 gpus=$2
   shift 2
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    echo "start $name on GPUs $gpus: $*"
+    return
+  fi
   mkdir -p "$RUNS/$name"
   echo "$(date +%T) start $name on GPUs $gpus: $*" | tee -a "$RUNS/launch.log"
   CUDA_VISIBLE_DEVICES=$gpus RAY_TMP=/tmp/ray_$name OUT_DIR=$RUNS/$name GPU_MEM_UTIL=${MEM:-0.07} RAY_NUM_CPUS=${CPUS:-5} \
@@ -95,24 +101,27 @@ case "${1:?setup | checks | regime | batch2 | batch FILE [NAME...] | batch-plan 
     # (default: the GPUs nvidia-smi lists).
     file=${2:?a batch file, e.g. docs/results/regimes/batch3.txt}
     shift 2
-    ngpus=${NGPUS:-$(nvidia-smi -L | grep -c '^GPU')}
-    [ "$ngpus" -ge 1 ] || { echo "no GPUs (set NGPUS)" >&2; exit 2; }
+    ngpus=${NGPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)}
+    [ "$ngpus" -ge 1 ] 2>/dev/null || { echo "no GPUs (set NGPUS)" >&2; exit 2; }
+    # Names compare whole, as strings (a name is not a pattern).
+    names=$(awk '$1 !~ /^#/ && NF {print $1}' "$file")
     for want in "$@"; do
-      grep -q "^$want " "$file" || { echo "no run $want in $file" >&2; exit 2; }
+      grep -qxF -- "$want" <<<"$names" || { echo "no run $want in $file" >&2; exit 2; }
     done
     i=0
     while read -r name mix script overrides; do
       case "$name" in '' | '#'*) continue ;; esac
-      if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "$name"; then continue; fi
-      echo "$name $((i % ngpus)) $mix $script $overrides"
+      if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qxF -- "$name"; then continue; fi
+      echo "$name $((i % ngpus)) $mix $script${overrides:+ $overrides}"
       i=$((i + 1))
     done <"$file"
+    [ "$i" -gt 0 ] || { echo "no run in $file" >&2; exit 2; }
     ;;
   batch)
     # A regime batch file (docs/results/regimes/batch*.txt), or the named lines of it, as batch-plan lists them:
     # 30 steps, every generated rollout dumped. Started in waves of one run a GPU: engines on different GPUs do not
     # race, so a wave starts within seconds and the next waits WAVE_GAP (the same-GPU race).
-    plan=$(bash "$0" batch-plan "${@:2}")
+    plan=$(bash "$REPO/docs/gpu-checks/launch.sh" batch-plan "${@:2}")
     mkdir -p $RUNS
     export CPUS=5
     ngpus=$(($(echo "$plan" | awk '{print $2}' | sort -n | tail -1) + 1))
