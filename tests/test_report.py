@@ -520,6 +520,15 @@ def test_equal_accuracy_finds_the_baseline_step_with_the_same_mean_accuracy(seed
         report.main([*seed_logs, "--equal-accuracy", "--out", str(out), "--no-plot"])
 
 
+def test_a_target_met_before_any_rollout_gives_no_speed_up(seed_logs, tmp_path):
+    out = tmp_path / "out"
+    assert report.main([*seed_logs, "--seeds", "--target", "0.2", "--out", str(out), "--no-plot"]) == 0
+    table = pd.read_csv(out / "seeds_table.csv")  # every curve starts at 0.2, at 0 rollouts
+    assert (table["mean_curve_rollouts_to_target"] == 0).all()
+    speed_ups = [c for c in table.columns if "speedup" in c]
+    assert speed_ups and table[speed_ups].isna().all().all()
+
+
 def test_seeds_with_a_given_target_and_a_named_baseline(seed_logs, tmp_path, capsys):
     out = tmp_path / "out"
     code = report.main([*seed_logs, "--seeds", "--target", "0.45", "--baseline", "pc", "--out", str(out), "--no-plot"])

@@ -502,7 +502,9 @@ def build_seed_table(
     target: float,
     references: tuple[str, ...] = (),
 ) -> pd.DataFrame:
-    """One row per configuration: rollouts-to-target over its seeds (those that reached it) and the count."""
+    """One row per configuration: rollouts-to-target over its seeds (those that reached it) and the count; where its
+    mean curve first reaches the target; the speed-ups against ``references``, of the seeds' means (only when every
+    seed of both got there) and of the mean curves' crossings."""
     rows = []
     for config, labels in groups.items():
         reached = [r.rollouts for r in (rollouts_to_target(curves[label], target) for label in labels) if r]
@@ -528,16 +530,19 @@ def build_seed_table(
     means_by_config = table.set_index("configuration")["rollouts_to_target_mean"]
     for ref in references:
         table[f"speedup_vs_{ref}"] = [
-            means_by_config[ref] / means_by_config[config] if complete[ref] and complete[config] else None
+            means_by_config[ref] / means_by_config[config]
+            if complete[ref] and complete[config] and means_by_config[config] > 0
+            else None
             for config in table["configuration"]
         ]
-    # The mean curves' crossings are defined even where a seed never gets there (the baseline's mean curve reaches
-    # its own peak by construction), so this ratio exists where the fair speed-up of means does not.
+    # A mean curve's crossing exists even where one of its seeds never gets there (with the default target the
+    # baseline's mean curve reaches its own peak), so this ratio exists where the fair speed-up of means does not.
+    # It averages rollouts at equal steps, so it can lie below every seed's own crossing.
     by_mean_curve = table.set_index("configuration")["mean_curve_rollouts_to_target"]
     for ref in references:
         table[f"mean_curve_speedup_vs_{ref}"] = [
             by_mean_curve[ref] / by_mean_curve[config]
-            if not (pd.isna(by_mean_curve[ref]) or pd.isna(by_mean_curve[config]))
+            if not (pd.isna(by_mean_curve[ref]) or pd.isna(by_mean_curve[config]) or by_mean_curve[config] <= 0)
             else None
             for config in table["configuration"]
         ]
