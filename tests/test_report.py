@@ -520,13 +520,20 @@ def test_equal_accuracy_finds_the_baseline_step_with_the_same_mean_accuracy(seed
         report.main([*seed_logs, "--equal-accuracy", "--out", str(out), "--no-plot"])
 
 
-def test_a_target_met_before_any_rollout_gives_no_speed_up(seed_logs, tmp_path):
-    out = tmp_path / "out"
-    assert report.main([*seed_logs, "--seeds", "--target", "0.2", "--out", str(out), "--no-plot"]) == 0
-    table = pd.read_csv(out / "seeds_table.csv")  # every curve starts at 0.2, at 0 rollouts
-    assert (table["mean_curve_rollouts_to_target"] == 0).all()
-    speed_ups = [c for c in table.columns if "speedup" in c]
-    assert speed_ups and table[speed_ups].isna().all().all()
+def test_a_target_met_before_any_rollout_gives_no_speed_up():
+    def curve(accuracies):
+        frame = pd.DataFrame({"rollouts": [0.0, 100.0, 200.0], "accuracy": accuracies}, index=[0, 2, 4])
+        frame["smoothed"] = frame["accuracy"]
+        return frame
+
+    # "new" starts at the target, at 0 rollouts; "base" gets there at 200.
+    curves = {"base_s1": curve([0.1, 0.2, 0.5]), "new_s1": curve([0.5, 0.5, 0.5])}
+    groups = {"base": ["base_s1"], "new": ["new_s1"]}
+    means = {c: report.mean_curve([curves[label] for label in labels]) for c, labels in groups.items()}
+    table = report.build_seed_table(curves, groups, means, 0.5, ("base",)).set_index("configuration")
+    assert table.loc["new", "rollouts_to_target_mean"] == 0 and table.loc["new", "mean_curve_rollouts_to_target"] == 0
+    assert pd.isna(table.loc["new", "speedup_vs_base"]) and pd.isna(table.loc["new", "mean_curve_speedup_vs_base"])
+    assert table.loc["base", "speedup_vs_base"] == 1.0
 
 
 def test_seeds_with_a_given_target_and_a_named_baseline(seed_logs, tmp_path, capsys):
