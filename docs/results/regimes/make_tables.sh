@@ -115,4 +115,20 @@ for seed in 1 2; do
 done
 per_step $R/spread/costmodel_per_step.md $D/grpo16_spread_s1/dump 32 96 4+12 \
   --measured pc:4+12=$D/pc4x12_spread_s1/metrics.jsonl
+# The first ten steps of batch 4a one by one (the warm-up): GRPO's pass rates, and PC's and DAPO's rounds and rates
+# beside the per-step model's.
+: >$R/calibrated/first_steps.md
+for seed in 1 2; do
+  { echo "Seed $seed: GRPO n=16's per-prompt pass rates, step by step (all sources)."
+    echo
+    python -m recipe.pc.plan $E/grpo16_calibrated_s$seed/dump --steps 1:10 --window 1 --by-source \
+      | grep -E '^\| steps |^\|---|\| all \|'
+    echo
+    echo "Seed $seed: PC 4+12 and DAPO n=16 against the per-step model."
+    echo
+    python -m recipe.pc.plan $E/grpo16_calibrated_s$seed/dump --steps 1:10 --window 1 --per-step \
+      --train-batch-size 32 --gen-batch-size 96 --pc 4+12 --measured pc:4+12=$E/pc4x12_calibrated_s$seed/metrics.jsonl \
+      --measured dapo=$E/dapo16_calibrated_s$seed/metrics.jsonl
+    echo; } >>$R/calibrated/first_steps.md
+done
 ls $R/default $R/spread $R/default_g64 $R/calibrated
