@@ -120,7 +120,8 @@ case "${1:?setup | checks | regime | batch2 | batch FILE [NAME...] | batch-plan 
   batch)
     # A regime batch file (docs/results/regimes/batch*.txt), or the named lines of it, as batch-plan lists them:
     # 30 steps, every generated rollout dumped. Started in waves of one run a GPU: engines on different GPUs do not
-    # race, so a wave starts within seconds and the next waits WAVE_GAP (the same-GPU race).
+    # race, so a wave starts within seconds and the next waits WAVE_GAP (the same-GPU race: in batch 4a a 25 s gap
+    # cost one run a failed start and a 3-minute restart; batch 3's 80 s between runs on a GPU cost none).
     plan=$(bash "$REPO/docs/gpu-checks/launch.sh" batch-plan "${@:2}")
     mkdir -p $RUNS
     export CPUS=5
@@ -128,7 +129,7 @@ case "${1:?setup | checks | regime | batch2 | batch FILE [NAME...] | batch-plan 
     i=0
     while read -r name gpu mix script overrides; do
       gap=2
-      [ $((i % ngpus)) = $((ngpus - 1)) ] && gap=${WAVE_GAP:-25}
+      [ $((i % ngpus)) = $((ngpus - 1)) ] && gap=${WAVE_GAP:-60}
       MEM=0.10 STAGGER=$gap run "$name" "$gpu" MODEL_PATH=$M DATA_DIR=$D/$mix STEPS=30 \
         bash train_scripts/$script $overrides trainer.rollout_data_dir=$RUNS/$name/dump
       i=$((i + 1))
