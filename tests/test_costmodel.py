@@ -225,3 +225,58 @@ def test_bad_input_names_the_key(rates, config, key):
 def test_bad_config_is_the_trainer_error():
     with pytest.raises(PCConfigError):
         simulate([0.5], PilotCommit(4, 12, 96, 32, p_lower=0.9, p_upper=0.5))
+
+
+# ---------------------------------------------------------------------- GRESO skipping in the simulator
+HALF_UNSOLVED = np.r_[np.zeros(300), np.full(300, 0.5)]
+
+
+def test_skipping_loader_pools_kept_prompts_into_rounds_like_the_trainer():
+    from recipe.pc.costmodel import _Loader, _SkippingLoader
+    from recipe.pc.stages.skip import PromptSkipper, SkipRule
+
+    rng = np.random.default_rng(3)
+    skipper = PromptSkipper(SkipRule(explore_floor=0.0))
+    skipper.streaks = {i: -40 for i in range(30)}  # ids 0..29: long all-wrong streaks, skipped (0.5 ** 40 kept)
+    loader = _SkippingLoader(_Loader(100, 16, rng), skipper, rng)
+    epochs: dict[int, list[np.ndarray]] = {}
+    for _ in range(30):
+        batch = loader.next()
+        epochs.setdefault(loader.epoch, []).append(batch)
+    for batches in list(epochs.values())[:-1]:  # whole epochs: 96 of 100 prompts drawn, about 70 kept
+        ids = np.concatenate(batches)
+        assert len(ids) == len(set(ids.tolist()))  # a prompt once an epoch
+        assert not (ids < 30).any()  # the skipped ones never come
+        assert all(len(b) == 16 for b in batches[:-1]) and 0 < len(batches[-1]) <= 16  # the rest at the epoch's end
+    assert skipper.total_skipped > 0
+
+
+MOSTLY_UNSOLVED = np.r_[np.zeros(480), np.full(120, 0.5)]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [GRPO(16, 32), DAPO(16, 96, 32), PilotCommit(4, 12, 96, 32), PilotCommit(4, 12, 96, 32, screen_n=2)],
+    ids=lambda c: c.label,
+)
+def test_skipping_saves_on_prompts_that_never_vary(config):
+    from recipe.pc.stages.skip import SkipRule
+
+    rates = HALF_UNSOLVED if isinstance(config, GRPO | DAPO) else MOSTLY_UNSOLVED
+    plain = simulate(rates, config, steps=150, warmup=60, seed=1)
+    skipping = simulate(rates, config, steps=150, warmup=60, seed=1, skip=SkipRule())
+    assert skipping.label == plain.label + " skip"
+    if isinstance(config, GRPO):  # the same rollouts a step, on prompts that vary more often
+        assert skipping.informative_groups_per_step > 1.4 * plain.informative_groups_per_step
+    elif isinstance(config, DAPO):  # the same kept groups from fewer generated ones
+        assert skipping.rollouts_per_step < 0.95 * plain.rollouts_per_step
+    elif config.screen_n is None:  # fewer rounds of pilots, most of them on unsolved prompts
+        assert skipping.pilot_rollouts_per_step < 0.8 * plain.pilot_rollouts_per_step
+    else:
+        # The trainer feeds the history every screen that agreed, as a group: screens of 2 agree half the time even
+        # at pass rate 0.5, so the adaptive keep probabilities fall to p_min, nearly every prompt is skipped and
+        # rounds starve (the smaller pool at each epoch's end is a round of its own). Skipping with screening costs
+        # rounds here instead of saving them.
+        assert skipping.rounds_per_step > 2 * plain.rounds_per_step
+    # Without skipping the simulator is unchanged by the new code path.
+    assert plain == simulate(rates, config, steps=150, warmup=60, seed=1)

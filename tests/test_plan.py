@@ -418,3 +418,24 @@ def test_a_run_must_match_the_stages_it_is_measured_against(tmp_path, capsys):
     assert labels == ["PC 8+8 G=8 screen 4"]
     assert plan.main([FIXTURE, "--train-batch-size", "4", "--screen-n", "8"]) == 2
     assert "no default split has a longer pilot" in capsys.readouterr().err
+
+
+def test_simulated_runs_from_the_start_with_skipping_and_the_runs_prompt_count(capsys):
+    from recipe.pc.stages.skip import SkipRule
+
+    args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--group-size", "16", "--pc", "4+12"]
+    sim = ["--simulate", "6", "--simulate-warmup", "0", "--simulate-runs", "3", "--prompts", "50", "--skip"]
+    assert plan.main([FIXTURE, *args, *sim]) == 0
+    out = capsys.readouterr().out
+    assert "simulated (6 steps after 0, 3 run(s), 50 prompts drawn from these):" in out
+    _, seen, wins = plan.read_pass_counts(plan.step_files(FIXTURE, (None, None)), "acc")
+    table = np.random.default_rng(0).choice(plan.pass_rates(seen, wins, (0.0, 0.0)), size=50, replace=True)
+    config = plan.PilotCommit(4, 12, 8, 4)
+    for skip in (None, SkipRule()):
+        want = plan.simulate(table, config, steps=6, warmup=0, skip=skip, runs=3)
+        assert f"| {want.label} | 16 | {want.rounds_per_step:.2f} | {want.pilot_rollouts_per_step:.0f} |" in out
+    # Each of these only tunes the simulator: refused without it, naming the flag.
+    for flag in (["--skip"], ["--prompts", "50"], ["--simulate-warmup", "0"], ["--simulate-runs", "2"]):
+        assert plan.main([FIXTURE, *args, *flag]) == 2
+        assert f"{flag[0]} set(s) the simulator: add --simulate STEPS" in capsys.readouterr().err
+    assert plan.main([FIXTURE, *args, "--simulate", "2", "--prompts", "0"]) == 2

@@ -14,11 +14,13 @@ Three ways to get the numbers, each returning a :class:`Prediction`:
   (e.g. a run's logged one), which is all the rounds depend on: it separates a wrong pass-rate input
   from the model's own error.
 * :func:`simulate` — Monte Carlo that drives the trainer's own policy code (``classify_pilot``,
-  ``classify_by_spread``, ``commit_size``, ``PilotReplayBuffer``, ``downsample_rows``) with Bernoulli rollouts and a
-  shuffled dataloader over the prompts, to check the analytic numbers.
+  ``classify_by_spread``, ``commit_size``, ``PilotReplayBuffer``, ``downsample_rows``, ``PromptSkipper``) with
+  Bernoulli rollouts and a shuffled dataloader over the prompts, to check the analytic numbers.
 
 Of #10's allocator stages they model screening pilots (``screen_n``) and PODS down-sampling
-(``downsample_n``); GRESO skipping acts on each prompt's history, which a pass-rate table has not got.
+(``downsample_n``); GRESO skipping (``simulate(..., skip=SkipRule())``) only the simulator, as it acts on each
+prompt's history. With fixed pass rates a prompt never solved stays unsolved, so its skips are never wrong: the
+simulated saving from skipping is an upper bound for a policy that learns.
 All three leave out what a fixed pass-rate table cannot describe: the policy improving, eviction of
 solved prompts, and epoch-end effects. A step cut at ``max_num_gen_batches`` rounds trains on what
 it collected (the trainer does so once it has ``min_train_prompts``).
@@ -31,10 +33,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recipe.pc.allocation import classify_by_spread, classify_pilot, commit_size
+from recipe.pc.allocation import GroupStats, classify_by_spread, classify_pilot, commit_size, group_stats
 from recipe.pc.replay_buffer import PilotReplayBuffer
 from recipe.pc.settings import PCSettings
 from recipe.pc.stages.downsample import downsample_rows
+from recipe.pc.stages.skip import PromptSkipper, SkipRule
 
 # Expected rounds per step above which a step is reported as never filling (inf).
 _MAX_EXPECTED_ROUNDS = 2000
@@ -412,40 +415,97 @@ class _Loader:
             raise ValueError(f"{num_prompts} prompts are fewer than one generation batch of {size}")
         self.num_prompts, self.size, self.rng = num_prompts, size, rng
         self._order, self._pos = np.empty(0, dtype=np.int64), 0
+        self.epoch = -1  # of the last batch given (0 = the first pass)
+
+    def at_epoch_end(self) -> bool:
+        return self._pos + self.size > len(self._order)
 
     def next(self) -> np.ndarray:
-        if self._pos + self.size > len(self._order):
+        if self.at_epoch_end():
             self._order, self._pos = self.rng.permutation(self.num_prompts), 0
+            self.epoch += 1
         batch = self._order[self._pos : self._pos + self.size]
         self._pos += self.size
         return batch
 
 
-def simulate(pass_rates, config: Config, steps: int = 400, warmup: int = 20, seed: int = 0) -> Prediction:
-    """Mean per-step costs over ``steps`` simulated steps after ``warmup``, driving the trainer's policy code.
+class _SkippingLoader:
+    """The trainer's ``_generation_batches`` with skipping: each dataloader batch's kept prompts pooled into
+    rounds of ``size``, the pool's rest given as a smaller round at an epoch's end."""
+
+    def __init__(self, base: _Loader, skipper: PromptSkipper, rng: np.random.Generator):
+        self.base, self.skipper, self.rng, self.size = base, skipper, rng, base.size
+        self.pool = np.empty(0, dtype=np.int64)
+
+    @property
+    def epoch(self) -> int:
+        return self.base.epoch
+
+    def next(self) -> np.ndarray:
+        while len(self.pool) < self.size:
+            if self.base.at_epoch_end() and len(self.pool):
+                batch, self.pool = self.pool, np.empty(0, dtype=np.int64)
+                return batch
+            ids = self.base.next()
+            self.pool = np.concatenate([self.pool, ids[self.skipper.keep_mask(ids, self.rng)]])
+        batch, self.pool = self.pool[: self.size], self.pool[self.size :]
+        return batch
+
+
+def simulate(
+    pass_rates,
+    config: Config,
+    steps: int = 400,
+    warmup: int = 20,
+    seed: int = 0,
+    skip: SkipRule | None = None,
+    runs: int = 1,
+) -> Prediction:
+    """Mean per-step costs over ``steps`` simulated steps after ``warmup``, driving the trainer's policy code;
+    ``skip``: with GRESO skipping (``algorithm.skip.*``), its history built from every group the step generated;
+    ``runs``: that many independent runs (seeds ``seed``, ``seed + 1``, ...) pooled, e.g. to average the first
+    steps of a run (``warmup=0``) over many.
 
     A step that has not filled after 10000 rounds (with no round limit) raises: the data cannot fill it.
     """
     p = _check(pass_rates, config)
-    if steps < 1 or warmup < 0:
-        raise ValueError(f"steps={steps} must be >= 1 and warmup={warmup} >= 0")
-    rng = np.random.default_rng(seed)
+    if steps < 1 or warmup < 0 or runs < 1:
+        raise ValueError(f"steps={steps} and runs={runs} must be >= 1 and warmup={warmup} >= 0")
     settings = _settings(config)
-    loader = _Loader(len(p), settings.gen_batch_size, rng)
-    buffer = PilotReplayBuffer(10**9, "random", "max_variance", rng)
-    screened: list[tuple[int, np.ndarray]] = []  # PC screening: (prompt, screen rollouts) waiting for the rest
     # rounds, pilot rollouts, commit rollouts, trained groups, informative groups, filter passes, filter candidates
     totals = np.zeros(7)
-    for step in range(1, warmup + steps + 1):
-        if isinstance(config, PilotCommit):
-            result = _pc_step(p, config, settings, loader, buffer, screened, step, rng)
-        else:
-            result = _baseline_step(p, settings, loader, rng)
-        if step > warmup:
-            totals += result
-    r, pilot, commit, trained, informative = totals[:5] / steps
+    for run in range(runs):
+        rng = np.random.default_rng(seed + run)
+        loader = _Loader(len(p), settings.gen_batch_size, rng)
+        skipper = None if skip is None else PromptSkipper(skip)
+        if skipper is not None:
+            loader = _SkippingLoader(loader, skipper, rng)
+        buffer = PilotReplayBuffer(10**9, "random", "max_variance", rng)
+        screened: list[tuple[int, np.ndarray]] = []  # PC screening: (prompt, screen rollouts) waiting for the rest
+        for step in range(1, warmup + steps + 1):
+            if isinstance(config, PilotCommit):
+                result = _pc_step(p, config, settings, loader, buffer, screened, step, rng, skipper)
+            else:
+                result = _baseline_step(p, settings, loader, rng, skipper)
+            if skipper is not None:
+                skipper.end_step(loader.epoch)
+            if step > warmup:
+                totals += result
+    r, pilot, commit, trained, informative = totals[:5] / (steps * runs)
     rate = float(totals[5] / totals[6]) if totals[6] else 0.0
-    return Prediction(config.label, settings.group_size, r, pilot, commit, trained, informative, rate)
+    label = config.label + ("" if skip is None else " skip")
+    return Prediction(label, settings.group_size, r, pilot, commit, trained, informative, rate)
+
+
+def _observe(skipper: PromptSkipper | None, stats: GroupStats, keep: np.ndarray | None = None) -> None:
+    """Feed the skip history the groups the trainer's allocator reports (``keep``: only those)."""
+    if skipper is None:
+        return
+    if keep is not None:
+        stats = GroupStats(
+            *(field[keep] for field in (stats.prompt_ids, stats.mean, stats.std, stats.count, stats.first_row))
+        )
+    skipper.observe([stats])
 
 
 def _round_limit_hit(settings: PCSettings, rounds: int) -> bool:
@@ -456,7 +516,7 @@ def _round_limit_hit(settings: PCSettings, rounds: int) -> bool:
     return False
 
 
-def _pc_step(p, config: PilotCommit, settings: PCSettings, loader, buffer, screened, step, rng) -> np.ndarray:
+def _pc_step(p, config: PilotCommit, settings: PCSettings, loader, buffer, screened, step, rng, skipper=None):
     n_p, n_c, B, s = config.n_pilot, config.n_commit, config.train_batch_size, config.screen_n
     n_gen = settings.n_generated
     rounds = committed = informative = pilot_rollouts = passes = candidates = 0
@@ -473,6 +533,8 @@ def _pc_step(p, config: PilotCommit, settings: PCSettings, loader, buffer, scree
         else:
             waiting = list(screened)
             screens = (rng.random((len(ids), s)) < p[ids, None]).astype(np.float64)
+            screen_stats = group_stats(np.repeat(ids, s), screens.ravel())
+            _observe(skipper, screen_stats, screen_stats.std == 0)  # the trainer reports screens that agreed
             screened[:] = [(int(i), v) for i, v in zip(ids, screens, strict=True) if 0 < v.sum() < s]
             candidates += len(ids) - len(screened)  # decided by their screen (counted as pilots that did not pass)
             complete = np.array([i for i, _ in waiting], dtype=np.int64)
@@ -481,6 +543,7 @@ def _pc_step(p, config: PilotCommit, settings: PCSettings, loader, buffer, scree
             pilot_rollouts += len(ids) * s + len(waiting) * (n_p - s)
         if len(complete):
             verdict = classify_pilot(np.repeat(complete, n_p), pilots.ravel(), config.p_lower, config.p_upper, None)
+            _observe(skipper, verdict.stats)
             passes, candidates = passes + int(verdict.passed.sum()), candidates + len(complete)
             fresh = ~np.isin(verdict.stats.prompt_ids, list(committed_ids))
             for j in np.flatnonzero(verdict.passed & fresh):
@@ -502,7 +565,7 @@ def _pc_step(p, config: PilotCommit, settings: PCSettings, loader, buffer, scree
     return np.array(totals, dtype=np.float64)
 
 
-def _baseline_step(p, settings: PCSettings, loader, rng) -> np.ndarray:
+def _baseline_step(p, settings: PCSettings, loader, rng, skipper=None) -> np.ndarray:
     n, m, B = settings.n_generated, settings.n_commit, settings.train_batch_size
     rounds = committed = informative = generated = passes = candidates = 0
     committed_ids: set[int] = set()
@@ -512,6 +575,7 @@ def _baseline_step(p, settings: PCSettings, loader, rng) -> np.ndarray:
         values = (rng.random((len(ids), n)) < p[ids, None]).astype(np.float64).ravel()
         generated += values.size
         verdict = classify_by_spread(np.repeat(ids, n), values)
+        _observe(skipper, verdict.stats)
         # The m rows each group trains (PODS keeps the most varied m of the n generated), in verdict order.
         trained = values if n == m else values[downsample_rows(values, np.arange(len(ids)) * n, n, m, rng)]
         trained = trained.reshape(len(ids), m)

@@ -21,7 +21,9 @@ window first predicts too few rounds while the rates move fast (the first steps,
 learned). Feed it the dump of a different run (e.g. the GRPO run of the same data and seed): a run's own dump is
 shaped by its own allocator.
 
-``--screen-n K`` screens every PC split's pilots (``algorithm.exploration.screen_n``); ``--downsample-n N``
+``--simulate STEPS --skip`` adds each configuration with GRESO skipping to the simulated table (the analytic model
+has no prompt history); with fixed pass rates its saving is an upper bound. ``--screen-n K`` screens every PC
+split's pilots (``algorithm.exploration.screen_n``); ``--downsample-n N``
 generates N rollouts per GRPO/DAPO group and per PC commit and trains the configured number (PODS,
 ``algorithm.downsample.n``). ``--sources A,B`` keeps only the prompts of those data sources (predicting a mix
 made of some of a dump's sources). ``--by-source`` prints, per window, each data source's pass-rate spread (how a
@@ -48,6 +50,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from recipe.pc.costmodel import DAPO, GRPO, PilotCommit, Prediction, predict, predict_at_filter_rate, simulate
+from recipe.pc.stages.skip import SkipRule
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -497,6 +500,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--simulate", type=int, default=0, metavar="STEPS", help="also run the simulator this long")
     parser.add_argument(
+        "--simulate-warmup", type=int, default=20, metavar="W", help="simulated steps left out first (default 20)"
+    )
+    parser.add_argument(
+        "--simulate-runs", type=int, default=1, metavar="R", help="simulated runs pooled, seeds 0..R-1 (default 1)"
+    )
+    parser.add_argument(
+        "--prompts",
+        type=int,
+        default=None,
+        metavar="N",
+        help="simulate N prompts, drawn with replacement from the dump's pass rates (default: the dump's prompts)",
+    )
+    parser.add_argument(
+        "--skip",
+        action="store_true",
+        help="with --simulate: each configuration also with GRESO skipping (algorithm.skip's defaults); an upper "
+        "bound, as a prompt's pass rate never changes in the simulator",
+    )
+    parser.add_argument(
         "--measured",
         action="append",
         default=[],
@@ -536,6 +558,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.measured and (args.by_source or args.histogram):
         print("error: --measured makes its own table; run --by-source/--histogram separately", file=sys.stderr)
         return 2
+    simulator_only = [
+        flag
+        for flag, used in (
+            ("--skip", args.skip),
+            ("--prompts", args.prompts is not None),
+            ("--simulate-warmup", args.simulate_warmup != 20),
+            ("--simulate-runs", args.simulate_runs != 1),
+        )
+        if used
+    ]
+    if simulator_only and args.simulate <= 0:
+        print(f"error: {', '.join(simulator_only)} set(s) the simulator: add --simulate STEPS", file=sys.stderr)
+        return 2
+    if args.simulate_warmup < 0 or args.simulate_runs < 1 or (args.prompts is not None and args.prompts < 1):
+        print("error: --simulate-warmup must be >= 0, --simulate-runs and --prompts >= 1", file=sys.stderr)
+        return 2
     if args.per_step and not args.measured:
         print("error: --per-step applies to --measured only", file=sys.stderr)
         return 2
@@ -565,10 +603,16 @@ def main(argv: list[str] | None = None) -> int:
         rates = pass_rates(seen, wins, prior)
         predictions = [predict(rates, c) for c in configs]
         # A configuration predicted never to fill a step is not simulated (it would only hit the round cap).
+        fills = [c for c, p in zip(configs, predictions, strict=True) if math.isfinite(p.rounds_per_step)]
+        skips = [None, SkipRule()] if args.skip else [None]
+        table = rates
+        if args.prompts:  # the run's own number of prompts: how often each comes back is what skipping acts on
+            table = np.random.default_rng(0).choice(rates, size=args.prompts, replace=True)
         simulated = [
-            simulate(rates, c, steps=args.simulate)
-            for c, p in zip(configs, predictions, strict=True)
-            if args.simulate > 0 and math.isfinite(p.rounds_per_step)
+            simulate(table, c, steps=args.simulate, warmup=args.simulate_warmup, skip=k, runs=args.simulate_runs)
+            for c in fills
+            for k in skips
+            if args.simulate > 0
         ]
     except ValueError as err:  # DumpError, PCConfigError and bad pass rates all name what to fix
         print(f"error: {err}", file=sys.stderr)
@@ -592,7 +636,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(format_table(predictions))
     if simulated:
-        print(f"\nsimulated ({args.simulate} steps):")
+        how = f"{args.simulate} steps after {args.simulate_warmup}, {args.simulate_runs} run(s)"
+        print(f"\nsimulated ({how}" + (f", {args.prompts} prompts drawn from these" if args.prompts else "") + "):")
         print(format_table(simulated))
     best = recommend(predictions)
     print()
