@@ -83,7 +83,7 @@ for seed in 1 2; do
     --gen-batch-size 36 --pc 16+48,8+56,4+60 >$R/calibrated/preregistered_g64_from_4a_s$seed.md
 done
 # Predictions for the allocator stages (batches 7 and 8), made before any run: screening and PODS down-sampling
-# (the cost model does not model GRESO skipping), from the default mix's GRPO dumps, steps 11-30.
+# (the analytic model; skipping is simulated further down), from the default mix's GRPO dumps, steps 11-30.
 for seed in 1 2; do
   g16="$D/grpo16_default_s$seed/dump --steps 11:30 --pc 4+12"
   { python -m recipe.pc.plan $g16; python -m recipe.pc.plan $g16 --screen-n 2; python -m recipe.pc.plan $g16 --downsample-n 24
@@ -115,6 +115,15 @@ for seed in 1 2; do
 done
 per_step $R/spread/costmodel_per_step.md $D/grpo16_spread_s1/dump 32 96 4+12 \
   --measured pc:4+12=$D/pc4x12_spread_s1/metrics.jsonl
+# Predictions for GRESO skipping (batches 7 and 9), made before those runs: the simulator, 30 steps from an empty
+# history, 20 runs pooled, with the run's number of prompts (3000, and batch 9's 480) drawn from the default mix's
+# GRPO pass rates (steps 11-30). Fixed pass rates never let a skipped prompt become solvable: an upper bound.
+for seed in 1 2; do
+  for prompts in 3000 480; do
+    python -m recipe.pc.plan $D/grpo16_default_s$seed/dump --steps 11:30 --pc 4+12 --simulate 30 --simulate-warmup 0 \
+      --simulate-runs 20 --prompts $prompts --skip | sed -n '/^simulated/,/^$/p'
+  done >$R/default/preregistered_skip_s$seed.md
+done
 # The first ten steps of batch 4a one by one (the warm-up): GRPO's pass rates, and PC's and DAPO's rounds and rates
 # beside the per-step model's.
 : >$R/calibrated/first_steps.md
