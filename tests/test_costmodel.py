@@ -235,20 +235,20 @@ def test_skipping_loader_pools_kept_prompts_into_rounds_like_the_trainer():
     from recipe.pc.costmodel import _Loader, _SkippingLoader
     from recipe.pc.stages.skip import PromptSkipper, SkipRule
 
-    rng = np.random.default_rng(3)
     skipper = PromptSkipper(SkipRule(explore_floor=0.0))
-    skipper.streaks = {i: -40 for i in range(30)}  # ids 0..29: long all-wrong streaks, skipped (0.5 ** 40 kept)
-    loader = _SkippingLoader(_Loader(100, 16, rng), skipper, rng)
-    epochs: dict[int, list[np.ndarray]] = {}
-    for _ in range(30):
-        batch = loader.next()
-        epochs.setdefault(loader.epoch, []).append(batch)
-    for batches in list(epochs.values())[:-1]:  # whole epochs: 96 of 100 prompts drawn, about 70 kept
-        ids = np.concatenate(batches)
-        assert len(ids) == len(set(ids.tolist()))  # a prompt once an epoch
-        assert not (ids < 30).any()  # the skipped ones never come
-        assert all(len(b) == 16 for b in batches[:-1]) and 0 < len(batches[-1]) <= 16  # the rest at the epoch's end
-    assert skipper.total_skipped > 0
+    skipper.streaks = {i: -60 for i in range(30)}  # ids 0..29: long all-wrong streaks, kept with chance 0.5 ** 60
+    loader = _SkippingLoader(_Loader(100, 16, np.random.default_rng(3)), skipper, np.random.default_rng(4))
+    reference = _Loader(100, 16, np.random.default_rng(3))  # the same dataloader, unskipped: 6 batches an epoch
+    skipped = 0
+    for epoch in range(4):
+        drawn = np.concatenate([reference.next() for _ in range(6)])
+        want = drawn[drawn >= 30]  # every kept prompt, in the dataloader's order, once
+        skipped += int((drawn < 30).sum())
+        rounds = [loader.next() for _ in range(math.ceil(len(want) / 16))]
+        assert loader.epoch == epoch  # the rest of the pool is a round of its epoch
+        assert [len(r) for r in rounds] == [16] * (len(want) // 16) + ([len(want) % 16] if len(want) % 16 else [])
+        np.testing.assert_array_equal(np.concatenate(rounds), want)
+    assert skipper.total_skipped == skipped
 
 
 MOSTLY_UNSOLVED = np.r_[np.zeros(480), np.full(120, 0.5)]
@@ -266,7 +266,8 @@ def test_skipping_saves_on_prompts_that_never_vary(config):
     plain = simulate(rates, config, steps=150, warmup=60, seed=1)
     skipping = simulate(rates, config, steps=150, warmup=60, seed=1, skip=SkipRule())
     assert skipping.label == plain.label + " skip"
-    if isinstance(config, GRPO):  # the same rollouts a step, on prompts that vary more often
+    assert skipping.trained_groups_per_step == pytest.approx(32)  # a short round at an epoch's end is topped up
+    if isinstance(config, GRPO):  # about the same rollouts a step, on prompts that vary more often
         assert skipping.informative_groups_per_step > 1.4 * plain.informative_groups_per_step
     elif isinstance(config, DAPO):  # the same kept groups from fewer generated ones
         assert skipping.rollouts_per_step < 0.95 * plain.rollouts_per_step
@@ -278,5 +279,72 @@ def test_skipping_saves_on_prompts_that_never_vary(config):
         # rounds starve (the smaller pool at each epoch's end is a round of its own). Skipping with screening costs
         # rounds here instead of saving them.
         assert skipping.rounds_per_step > 2 * plain.rounds_per_step
-    # Without skipping the simulator is unchanged by the new code path.
-    assert plain == simulate(rates, config, steps=150, warmup=60, seed=1)
+
+
+class _RecordingSkipper:
+    """Wraps the trainer's PromptSkipper: the groups it is fed and the epochs its steps end in."""
+
+    log: list = []
+
+    def __new__(cls, rule):
+        from recipe.pc.stages.skip import PromptSkipper
+
+        class Recording(PromptSkipper):
+            def observe(self, stats):
+                cls.log.append(
+                    ("groups", [(int(c), float(sd)) for st in stats for c, sd in zip(st.count, st.std, strict=True)])
+                )
+                super().observe(stats)
+
+            def end_step(self, epoch):
+                cls.log.append(("end", epoch))
+                return super().end_step(epoch)
+
+        return Recording(rule)
+
+
+@pytest.mark.parametrize(
+    "config,sizes",
+    [
+        (GRPO(16, 32), {16}),  # every generated group, surplus ones included
+        (GRPO(16, 32, downsample_n=24), {24}),  # PODS: the generated rows, not the trained ones
+        (PilotCommit(4, 12, 96, 32), {4}),  # pilots only, never commits
+        (PilotCommit(4, 12, 96, 32, screen_n=2), {2, 4}),  # screens that agreed, and completed pilots
+    ],
+    ids=["grpo", "grpo pods", "pc", "pc screen"],
+)
+def test_the_skip_history_gets_the_groups_the_trainer_reports_and_its_epoch(monkeypatch, config, sizes):
+    import recipe.pc.costmodel as costmodel
+    from recipe.pc.stages.skip import SkipRule
+
+    _RecordingSkipper.log = []
+    monkeypatch.setattr(costmodel, "PromptSkipper", _RecordingSkipper)
+    simulate(HALF_UNSOLVED, config, steps=30, warmup=0, seed=2, skip=SkipRule())
+    groups = [g for kind, entry in _RecordingSkipper.log if kind == "groups" for g in entry]
+    assert {count for count, _ in groups} == sizes
+    screen = getattr(config, "screen_n", None)
+    if screen:
+        assert all(std == 0 for count, std in groups if count == screen)
+    # Nothing is skipped in the first epoch (no prompt has a history yet), so its rounds are whole: a GRPO step is one
+    # round of 32 of the 600 prompts, and the first 18 steps end in epoch 0, the 19th in epoch 1.
+    if isinstance(config, GRPO):
+        ends = [entry for kind, entry in _RecordingSkipper.log if kind == "end"]
+        assert ends[:19] == [0] * 18 + [1]
+
+
+def test_skipping_changes_nothing_until_a_prompt_comes_back():
+    from recipe.pc.stages.skip import SkipRule
+
+    many = np.random.default_rng(5).random(3000)  # 30 steps of 32 never reach a prompt twice
+    plain = simulate(many, GRPO(16, 32), steps=30, warmup=0)
+    skipping = simulate(many, GRPO(16, 32), steps=30, warmup=0, skip=SkipRule())
+    assert dataclasses.replace(skipping, label=plain.label) == plain
+
+
+def test_each_simulated_run_draws_its_own_prompts():
+    with pytest.raises(ValueError, match="fewer than one generation batch"):
+        simulate(np.array([0.0, 0.5]), GRPO(16, 32), steps=1, warmup=0)
+    # Half the drawn prompts vary (almost surely); over 400 runs of one step their mean is 16 only if each run draws
+    # its own 32 prompts: one shared draw would give its own share for every run.
+    pooled = simulate(np.array([0.0, 0.5]), GRPO(16, 32), steps=1, warmup=0, runs=400, prompts=32)
+    assert pooled.informative_groups_per_step == pytest.approx(16, abs=0.5)

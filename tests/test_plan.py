@@ -429,10 +429,10 @@ def test_simulated_runs_from_the_start_with_skipping_and_the_runs_prompt_count(c
     out = capsys.readouterr().out
     assert "simulated (6 steps after 0, 3 run(s), 50 prompts drawn from these):" in out
     _, seen, wins = plan.read_pass_counts(plan.step_files(FIXTURE, (None, None)), "acc")
-    table = np.random.default_rng(0).choice(plan.pass_rates(seen, wins, (0.0, 0.0)), size=50, replace=True)
+    rates = plan.pass_rates(seen, wins, (0.0, 0.0))
     config = plan.PilotCommit(4, 12, 8, 4)
     for skip in (None, SkipRule()):
-        want = plan.simulate(table, config, steps=6, warmup=0, skip=skip, runs=3)
+        want = plan.simulate(rates, config, steps=6, warmup=0, skip=skip, runs=3, prompts=50)
         assert f"| {want.label} | 16 | {want.rounds_per_step:.2f} | {want.pilot_rollouts_per_step:.0f} |" in out
     # Each of these only tunes the simulator: refused without it, naming the flag.
     for flag in (["--skip"], ["--prompts", "50"], ["--simulate-warmup", "0"], ["--simulate-runs", "2"]):

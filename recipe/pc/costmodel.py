@@ -192,7 +192,9 @@ SKIP_OFF = {
 
 def _settings(config: Config) -> PCSettings:
     if isinstance(config, GRPO):
-        method, n_pilot, n_commit, gen, rounds = "grpo", 1, config.n, config.train_batch_size, 1
+        # One round fills a GRPO step unless skipping made it short (an epoch's last kept prompts); then the trainer
+        # goes on to its default algorithm.max_num_gen_batches, 10.
+        method, n_pilot, n_commit, gen, rounds = "grpo", 1, config.n, config.train_batch_size, 10
         band, screen = (0.0, 0.0, 0), None
     elif isinstance(config, DAPO):
         method, n_pilot, n_commit, gen = "dapo", 1, config.n, config.gen_batch_size
@@ -460,26 +462,32 @@ def simulate(
     seed: int = 0,
     skip: SkipRule | None = None,
     runs: int = 1,
+    prompts: int | None = None,
 ) -> Prediction:
-    """Mean per-step costs over ``steps`` simulated steps after ``warmup``, driving the trainer's policy code;
-    ``skip``: with GRESO skipping (``algorithm.skip.*``), its history built from every group the step generated;
-    ``runs``: that many independent runs (seeds ``seed``, ``seed + 1``, ...) pooled, e.g. to average the first
-    steps of a run (``warmup=0``) over many.
+    """Mean per-step costs over ``steps`` simulated steps after ``warmup``, driving the trainer's policy code.
+
+    ``skip``: with GRESO skipping (``algorithm.skip.*``), its history fed the groups the trainer reports (PC: pilots
+    and screens that agreed; GRPO/DAPO: every generated group); it draws from a generator of its own, so a run with
+    and without skipping see the same rollouts until a prompt is first skipped. ``runs``: that many independent runs
+    (seeds ``seed``, ``seed + 1``, ...) pooled, e.g. to average the first steps of a run (``warmup=0``) over many.
+    ``prompts``: each run draws that many prompts, with replacement, from ``pass_rates`` (a run's prompt count sets
+    how often a prompt comes back, which skipping acts on).
 
     A step that has not filled after 10000 rounds (with no round limit) raises: the data cannot fill it.
     """
-    p = _check(pass_rates, config)
-    if steps < 1 or warmup < 0 or runs < 1:
-        raise ValueError(f"steps={steps} and runs={runs} must be >= 1 and warmup={warmup} >= 0")
+    rates = _check(pass_rates, config)
+    if steps < 1 or warmup < 0 or runs < 1 or (prompts is not None and prompts < 1):
+        raise ValueError(f"steps={steps}, runs={runs} and prompts={prompts} must be >= 1 and warmup={warmup} >= 0")
     settings = _settings(config)
     # rounds, pilot rollouts, commit rollouts, trained groups, informative groups, filter passes, filter candidates
     totals = np.zeros(7)
     for run in range(runs):
         rng = np.random.default_rng(seed + run)
+        p = rates if prompts is None else np.random.default_rng([seed + run, 2]).choice(rates, size=prompts)
         loader = _Loader(len(p), settings.gen_batch_size, rng)
         skipper = None if skip is None else PromptSkipper(skip)
         if skipper is not None:
-            loader = _SkippingLoader(loader, skipper, rng)
+            loader = _SkippingLoader(loader, skipper, np.random.default_rng([seed + run, 1]))
         buffer = PilotReplayBuffer(10**9, "random", "max_variance", rng)
         screened: list[tuple[int, np.ndarray]] = []  # PC screening: (prompt, screen rollouts) waiting for the rest
         for step in range(1, warmup + steps + 1):

@@ -510,7 +510,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="simulate N prompts, drawn with replacement from the dump's pass rates (default: the dump's prompts)",
+        help="simulate N prompts, drawn with replacement from the dump's pass rates, a new draw each simulated run "
+        "(default: the dump's prompts)",
     )
     parser.add_argument(
         "--skip",
@@ -605,14 +606,9 @@ def main(argv: list[str] | None = None) -> int:
         # A configuration predicted never to fill a step is not simulated (it would only hit the round cap).
         fills = [c for c, p in zip(configs, predictions, strict=True) if math.isfinite(p.rounds_per_step)]
         skips = [None, SkipRule()] if args.skip else [None]
-        table = rates
-        if args.prompts:  # the run's own number of prompts: how often each comes back is what skipping acts on
-            table = np.random.default_rng(0).choice(rates, size=args.prompts, replace=True)
+        how = {"warmup": args.simulate_warmup, "runs": args.simulate_runs, "prompts": args.prompts}
         simulated = [
-            simulate(table, c, steps=args.simulate, warmup=args.simulate_warmup, skip=k, runs=args.simulate_runs)
-            for c in fills
-            for k in skips
-            if args.simulate > 0
+            simulate(rates, c, steps=args.simulate, skip=k, **how) for c in fills for k in skips if args.simulate
         ]
     except ValueError as err:  # DumpError, PCConfigError and bad pass rates all name what to fix
         print(f"error: {err}", file=sys.stderr)

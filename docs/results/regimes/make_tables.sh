@@ -124,6 +124,11 @@ for seed in 1 2; do
       --simulate-runs 20 --prompts $prompts --skip | sed -n '/^simulated/,/^$/p'
   done >$R/default/preregistered_skip_s$seed.md
 done
+# Past 30 steps on 480 prompts (seed 1's rates): steps 31-60 and 61-90, where PC with skipping starves (README).
+for warmup in 30 60; do
+  python -m recipe.pc.plan $D/grpo16_default_s1/dump --steps 11:30 --pc 4+12 --simulate 30 --simulate-warmup $warmup \
+    --simulate-runs 10 --prompts 480 --skip | sed -n '/^simulated/,/^$/p'
+done >$R/default/skip_after_30_steps_s1.md
 # The first ten steps of batch 4a one by one (the warm-up): GRPO's pass rates, and PC's and DAPO's rounds and rates
 # beside the per-step model's.
 : >$R/calibrated/first_steps.md
