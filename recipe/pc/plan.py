@@ -22,12 +22,12 @@ learned). Feed it the dump of a different run (e.g. the GRPO run of the same dat
 shaped by its own allocator.
 
 ``--simulate STEPS --skip`` adds each configuration with GRESO skipping to the simulated table (the analytic model
-has no prompt history); with fixed pass rates its saving is an upper bound. ``--screen-n K`` screens every PC
-split's pilots (``algorithm.exploration.screen_n``); ``--downsample-n N``
-generates N rollouts per GRPO/DAPO group and per PC commit and trains the configured number (PODS,
-``algorithm.downsample.n``). ``--sources A,B`` keeps only the prompts of those data sources (predicting a mix
-made of some of a dump's sources). ``--by-source`` prints, per window, each data source's pass-rate spread (how a
-data mix is calibrated); ``--histogram PNG`` draws it (matplotlib, the ``report`` extra).
+has no prompt history); with fixed pass rates and no eviction its saving is optimistic. ``--screen-n K`` screens
+every PC split's pilots (``algorithm.exploration.screen_n``); ``--downsample-n N`` generates N rollouts per
+GRPO/DAPO group and per PC commit and trains the configured number (PODS, ``algorithm.downsample.n``). ``--sources
+A,B`` keeps only the prompts of those data sources (predicting a mix made of some of a dump's sources).
+``--by-source`` prints, per window, each data source's pass-rate spread (how a data mix is calibrated);
+``--histogram PNG`` draws it (matplotlib, the ``report`` extra).
 
 Recommendation: the configuration with the fewest predicted generated rollouts per informative
 trained group (a group whose metric is not constant, so GRPO gets a gradient from it); ties go to
@@ -175,19 +175,36 @@ def read_pass_counts(files: list[tuple[int, str]], metric: str) -> tuple[np.ndar
     return read_dump(files, metric)[:3]
 
 
-def read_window(files: list[tuple[int, str]], metric: str, sources: list[str] | None, require_sources=True):
+def _check_sources(sources: list[str] | None, present: set[str], files: list[tuple[int, str]]) -> None:
+    missing = sorted(set(sources or ()) - present)
+    if missing:
+        where = f"steps {files[0][0]}..{files[-1][0]}"
+        raise DumpError(f"--sources: no prompt of {missing} in {where}; the dump has {sorted(present)}")
+
+
+def read_window(files: list[tuple[int, str]], metric: str, sources: list[str] | None):
     """(prompt ids, rollouts seen, successes) of the prompts of these data sources (None: all), e.g. to predict a
-    mix made of some of a dump's sources; ``require_sources``: a source with no prompt in ``files`` is an error."""
+    mix made of some of a dump's sources; a source with no prompt in ``files`` is an error."""
     ids, seen, wins, labels = read_dump(files, metric)
     if not sources:
         return ids, seen, wins
-    present = sorted(set(labels.tolist()))
-    missing = sorted(set(sources) - set(present))
-    if missing and require_sources:
-        where = f"steps {files[0][0]}..{files[-1][0]}"
-        raise DumpError(f"--sources: no prompt of {missing} in {where}; the dump has {present}")
+    _check_sources(sources, set(labels.tolist()), files)
     keep = np.isin(labels, sources)
     return ids[keep], seen[keep], wins[keep]
+
+
+def per_step_rates(chunk: list[tuple[int, str]], metric: str, prior, sources: list[str] | None) -> dict:
+    """Dumped step -> its prompts' pass rates (of these data sources), each file read once; a source must have a
+    prompt somewhere in ``chunk``, not in every step, and a step with none of them is left out."""
+    rates, present = {}, set()
+    for step, path in chunk:
+        _, seen, wins, labels = read_dump([(step, path)], metric)
+        present.update(labels.tolist())
+        keep = np.isin(labels, sources) if sources else np.ones(len(seen), dtype=bool)
+        if keep.any():
+            rates[step] = pass_rates(seen[keep], wins[keep], prior)
+    _check_sources(sources, present, chunk)
+    return rates
 
 
 def rates_by_source(chunk: list[tuple[int, str]], metric: str, prior) -> tuple[str, np.ndarray, np.ndarray]:
@@ -429,20 +446,18 @@ def compare_with_runs(files, measured, metric: str, prior, window: int | None, s
     rows, totals = [], defaultdict(lambda: [0.0, 0.0, 0, 0.0, 0])
     for chunk in windows(files, window):
         first, last = chunk[0][0], chunk[-1][0]
-        pooled = pass_rates(*read_window(chunk, metric, sources)[1:], prior)  # also checks --sources once
-        rate_sets = {}
         if per_step:
-            for part in ([f] for f in chunk):
-                _, seen, wins = read_window(part, metric, sources, require_sources=False)
-                if len(seen):  # a step may hold none of --sources' prompts
-                    rate_sets[part[0][0]] = pass_rates(seen, wins, prior)
+            rate_sets = per_step_rates(chunk, metric, prior, sources)
+        else:
+            pooled = pass_rates(*read_window(chunk, metric, sources)[1:], prior)
         for config, path in measured:
             frame = logs[path]
             if per_step:
-                both = [s for s in rate_sets if measured_per_step(frame, [s])]
+                logged = {s: measured_per_step(frame, [s]) for s in rate_sets}
+                both = [s for s, got in logged.items() if got]
                 got = measured_per_step(frame, both) if both else None
                 pred, pred_rounds, pred_rate = _mean_prediction([rate_sets[s] for s in both or rate_sets], config)
-                per_step_at = [_at_filter_rate(config, *measured_per_step(frame, [s])[2:4]) for s in both]
+                per_step_at = [_at_filter_rate(config, *logged[s][2:4]) for s in both]
                 finite = [v for v in per_step_at if not math.isnan(v)]
                 at_rate = float(np.mean(finite)) if finite else nan
             else:
@@ -516,8 +531,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--skip",
         action="store_true",
-        help="with --simulate: each configuration also with GRESO skipping (algorithm.skip's defaults); an upper "
-        "bound, as a prompt's pass rate never changes in the simulator",
+        help="with --simulate: each configuration also with GRESO skipping (algorithm.skip's defaults); optimistic, "
+        "as a prompt's pass rate never changes in the simulator",
     )
     parser.add_argument(
         "--measured",
