@@ -27,6 +27,11 @@ class GroupStats:
     first_row: np.ndarray  # index of each prompt's first row in the input
 
 
+def subset_stats(stats: GroupStats, mask: np.ndarray) -> GroupStats:
+    """The groups of ``stats`` where ``mask`` holds."""
+    return GroupStats(*(getattr(stats, f)[mask] for f in ("prompt_ids", "mean", "std", "count", "first_row")))
+
+
 def group_stats(prompt_ids: np.ndarray, values: np.ndarray) -> GroupStats:
     """Mean/std/count of ``values`` per prompt id, vectorised (no per-row Python)."""
     prompt_ids = np.asarray(prompt_ids)

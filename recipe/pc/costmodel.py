@@ -19,8 +19,8 @@ Three ways to get the numbers, each returning a :class:`Prediction`:
 
 Of #10's allocator stages they model screening pilots (``screen_n``) and PODS down-sampling
 (``downsample_n``); GRESO skipping (``simulate(..., skip=SkipRule())``) only the simulator, as it acts on each
-prompt's history. With fixed pass rates a prompt never solved stays unsolved, so its skips are never wrong: the
-simulated saving from skipping is an upper bound for a policy that learns.
+prompt's history. With fixed pass rates a prompt never solved stays unsolved, so its skips are never wrong, and
+nothing is evicted: the simulated saving from skipping is optimistic for a policy that learns.
 All three leave out what a fixed pass-rate table cannot describe: the policy improving, eviction of
 solved prompts, and epoch-end effects. A step cut at ``max_num_gen_batches`` rounds trains on what
 it collected (the trainer does so once it has ``min_train_prompts``).
@@ -33,7 +33,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recipe.pc.allocation import GroupStats, classify_by_spread, classify_pilot, commit_size, group_stats
+from recipe.pc.allocation import (
+    GroupStats,
+    classify_by_spread,
+    classify_pilot,
+    commit_size,
+    group_stats,
+    subset_stats,
+)
 from recipe.pc.replay_buffer import PilotReplayBuffer
 from recipe.pc.settings import PCSettings
 from recipe.pc.stages.downsample import downsample_rows
@@ -507,13 +514,8 @@ def simulate(
 
 def _observe(skipper: PromptSkipper | None, stats: GroupStats, keep: np.ndarray | None = None) -> None:
     """Feed the skip history the groups the trainer's allocator reports (``keep``: only those)."""
-    if skipper is None:
-        return
-    if keep is not None:
-        stats = GroupStats(
-            *(field[keep] for field in (stats.prompt_ids, stats.mean, stats.std, stats.count, stats.first_row))
-        )
-    skipper.observe([stats])
+    if skipper is not None:
+        skipper.observe([stats if keep is None else subset_stats(stats, keep)])
 
 
 def _round_limit_hit(settings: PCSettings, rounds: int) -> bool:

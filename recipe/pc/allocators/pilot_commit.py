@@ -20,7 +20,14 @@ import numpy as np
 from verl import DataProto
 
 from recipe.pc import checkpoint as ckpt
-from recipe.pc.allocation import GroupStats, PilotVerdict, classify_pilot, commit_size, group_rows, group_stats
+from recipe.pc.allocation import (
+    PilotVerdict,
+    classify_pilot,
+    commit_size,
+    group_rows,
+    group_stats,
+    subset_stats,
+)
 from recipe.pc.allocators.base import COMMIT, PILOT, Allocator, Request, concat_rows, metric_values, register
 from recipe.pc.compact import CompactRows, Segment
 from recipe.pc.metrics import StepTally
@@ -55,10 +62,6 @@ class ScreenedPilots:
 
     prompts: DataProto
     rows: DataProto
-
-
-def _subset(stats: GroupStats, mask: np.ndarray) -> GroupStats:
-    return GroupStats(*(getattr(stats, f)[mask] for f in ("prompt_ids", "mean", "std", "count", "first_row")))
 
 
 @register
@@ -184,7 +187,7 @@ class PilotCommitAllocator(Allocator):
             )
         flat = stats.std == 0
         if flat.any():  # the prompts decided here; the others are counted once their pilot is complete
-            out = _subset(stats, flat)
+            out = subset_stats(stats, flat)
             no = np.zeros(int(flat.sum()), dtype=bool)
             verdict = PilotVerdict(out, passed=no, too_correct=out.mean > 0, too_incorrect=out.mean <= 0, evict=no)
             tally.add_verdict(verdict, values[group_rows(out.first_row, self.pc.screen_n)])

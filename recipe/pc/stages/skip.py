@@ -1,12 +1,13 @@
 """GRESO-style skipping: leave out, before generation, prompts whose recent groups all agreed.
 
-Per prompt the history keeps the streak of its most recent consecutive zero-variance groups of one
-kind, "easy" (all rollouts agree on a value above 0) or "hard" (at or below 0), counting the groups the
-allocator reports: PC's pilots (and screens that agreed), every generated GRPO/DAPO group; not PC's commits. A prompt with a streak of ``z`` is skipped with
-probability ``1 - max(p ** z, explore_floor)``, ``p`` being the easy or hard exploration probability:
-unseen prompts are always kept and the floor makes every prompt come back now and then. After each
-step past the first epoch, ``p_easy`` and ``p_hard`` move by ``p_step`` towards keeping the share of
-all-correct groups at ``target / 3`` and of all-wrong ones at ``2 * target / 3``, within [p_min, p_max].
+Per prompt the history keeps the streak of its most recent consecutive zero-variance groups of one kind,
+"easy" (all rollouts agree on a value above 0) or "hard" (at or below 0), counting the groups the
+allocator reports: PC's pilots (and screens that agreed), every generated GRPO/DAPO group; not PC's
+commits. A prompt with a streak of ``z`` is skipped with probability ``1 - max(p ** z, explore_floor)``,
+``p`` being the easy or hard exploration probability: unseen prompts are always kept and the floor makes
+every prompt come back now and then. After each step past the first epoch, ``p_easy`` and ``p_hard``
+move by ``p_step`` towards keeping the share of all-correct groups at ``target / 3`` and of all-wrong
+ones at ``2 * target / 3``, within [p_min, p_max].
 Plain numpy and Python: no Ray, no GPU.
 """
 
