@@ -525,27 +525,17 @@ def build_seed_table(
             }
         )
     table = pd.DataFrame(rows)
+    by_config = table.set_index("configuration")
     # A speed-up of means is only fair when every seed of both configurations got there.
-    complete = table.set_index("configuration").eval("seeds == seeds_reached")
-    means_by_config = table.set_index("configuration")["rollouts_to_target_mean"]
-    for ref in references:
-        table[f"speedup_vs_{ref}"] = [
-            means_by_config[ref] / means_by_config[config]
-            if complete[ref] and complete[config] and means_by_config[config] > 0
-            else None
-            for config in table["configuration"]
-        ]
+    complete = by_config.eval("seeds == seeds_reached")
     # A mean curve's crossing exists even where one of its seeds never gets there (with the default target the
-    # baseline's mean curve reaches its own peak), so this ratio exists where the fair speed-up of means does not.
+    # baseline's mean curve reaches its own peak), so its ratio exists where the fair speed-up of means does not.
     # It averages rollouts at equal steps, so it can lie below every seed's own crossing.
-    by_mean_curve = table.set_index("configuration")["mean_curve_rollouts_to_target"]
+    curve = by_config["mean_curve_rollouts_to_target"]
     for ref in references:
-        table[f"mean_curve_speedup_vs_{ref}"] = [
-            by_mean_curve[ref] / by_mean_curve[config]
-            if not (pd.isna(by_mean_curve[ref]) or pd.isna(by_mean_curve[config]) or by_mean_curve[config] <= 0)
-            else None
-            for config in table["configuration"]
-        ]
+        table[f"speedup_vs_{ref}"] = _speed_ups(by_config["rollouts_to_target_mean"], ref, complete)
+    for ref in references:
+        table[f"mean_curve_speedup_vs_{ref}"] = _speed_ups(curve, ref, curve.notna())
     for column in (
         "rollouts_to_target_mean",
         "rollouts_to_target_min",
@@ -554,6 +544,14 @@ def build_seed_table(
     ):
         table[column] = pd.to_numeric(table[column])
     return table
+
+
+def _speed_ups(rollouts: pd.Series, ref: str, usable: pd.Series) -> list[float | None]:
+    """Per configuration: ``ref``'s rollouts over its own, where both are usable and its own is above 0."""
+    return [
+        rollouts[ref] / rollouts[config] if usable[ref] and usable[config] and rollouts[config] > 0 else None
+        for config in rollouts.index
+    ]
 
 
 def seed_table_markdown(table: pd.DataFrame, caption: str) -> str:
@@ -587,17 +585,16 @@ def seed_table_markdown(table: pd.DataFrame, caption: str) -> str:
 def _interpolate_reach(curve: pd.DataFrame, accuracy: float) -> tuple[float, float] | None:
     """(step, cumulative rollouts) where ``curve``'s smoothed accuracy first reaches ``accuracy``, linear between
     its validation points; None if it never does."""
-    steps, values = curve.index.to_numpy(dtype=float), curve["smoothed"].to_numpy(dtype=float)
-    rollouts = curve["rollouts"].to_numpy(dtype=float)
-    hits = (values >= accuracy - _TOLERANCE).nonzero()[0]
-    if not len(hits):
+    reach = rollouts_to_target(curve, accuracy)
+    if reach is None:
         return None
-    i = int(hits[0])
-    if i == 0 or values[i] <= values[i - 1]:
-        return float(steps[i]), float(rollouts[i])
-    t = (accuracy - values[i - 1]) / (values[i] - values[i - 1])
-    step = steps[i - 1] + t * (steps[i] - steps[i - 1])
-    return float(step), float(rollouts[i - 1] + t * (rollouts[i] - rollouts[i - 1]))
+    i = curve.index.get_loc(reach.step)
+    before = curve.iloc[i - 1] if i > 0 else None
+    if before is None or reach.accuracy <= before["smoothed"]:
+        return float(reach.step), reach.rollouts
+    t = (accuracy - before["smoothed"]) / (reach.accuracy - before["smoothed"])
+    step = curve.index[i - 1] + t * (reach.step - curve.index[i - 1])
+    return float(step), float(before["rollouts"] + t * (reach.rollouts - before["rollouts"]))
 
 
 def equal_accuracy_table(means: dict[str, pd.DataFrame], baseline: str) -> pd.DataFrame:
