@@ -7,6 +7,14 @@ cd "$(dirname "$0")/../../.."
 R=${REGIMES_OUT:-docs/results/regimes} D=docs/results/regimes/2026-11-26
 C=docs/results/regimes/2026-11-26c E=docs/results/regimes/2026-11-26d  # batch 3; batch 4a
 MEANS=training/num_gen_batches,actor/grad_norm,actor/ppo_kl,actor/pg_clipfrac,actor/entropy,training/zero_variance_group_frac,filtering_stats/pass_rate,filtering_stats/too_correct_rate,filtering_stats/too_incorrect_rate
+# costmodel OUT DUMP B G SPLIT [plan options: --measured KIND=LOG..., --per-step]: the cost model fed with DUMP's
+# pass rates (the GRPO run of the same mix and seed) per 10 steps, beside the measured runs; appended to OUT.
+costmodel() {
+  local out=$1 dump=$2 b=$3 g=$4 split=$5
+  shift 5
+  python -m recipe.pc.plan "$dump" --train-batch-size "$b" --gen-batch-size "$g" --pc "$split" --window 10 "$@" >>"$out"
+  echo >>"$out"
+}
 # Accuracy against generated rollouts, seeds aggregated (pc4x12_spread_s2 stopped at step 2: left out).
 python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 --out $R/default \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
@@ -23,9 +31,7 @@ for mix in default spread; do
   for seed in 1 2; do
     pc=$D/pc4x12_${mix}_s$seed/metrics.jsonl
     [ "$(grep -c '"training/global_step"' $pc)" -ge 30 ] || continue
-    python -m recipe.pc.plan $D/grpo16_${mix}_s$seed/dump --train-batch-size 32 --gen-batch-size 96 --pc 4+12 \
-      --window 10 --measured pc:4+12=$pc >>$R/$mix/costmodel_vs_measured.md
-    echo >>$R/$mix/costmodel_vs_measured.md
+    costmodel $R/$mix/costmodel_vs_measured.md $D/grpo16_${mix}_s$seed/dump 32 96 4+12 --measured pc:4+12=$pc
   done
 done
 # The warm-up: steps 2-10 only (step 1 starts with an empty buffer, which the steady-state model leaves out).
@@ -42,9 +48,8 @@ python -m recipe.pc.plan $C/grpo64_default_s1/dump --window 10 --by-source \
   --histogram $R/pass_rates_grpo64_default_s1.png >$R/default_g64/pass_rates_by_source.md
 : >$R/default_g64/costmodel_vs_measured.md
 for seed in 1 2; do
-  python -m recipe.pc.plan $C/grpo64_default_s$seed/dump --train-batch-size 12 --gen-batch-size 36 --pc 16+48 \
-    --window 10 --measured pc:16+48=$C/pc16x48_default_s$seed/metrics.jsonl >>$R/default_g64/costmodel_vs_measured.md
-  echo >>$R/default_g64/costmodel_vs_measured.md
+  costmodel $R/default_g64/costmodel_vs_measured.md $C/grpo64_default_s$seed/dump 12 36 16+48 \
+    --measured pc:16+48=$C/pc16x48_default_s$seed/metrics.jsonl
 done
 # The predictions made before batch 3 ran (README), from the groups-of-16 GRPO dumps, steps 11-30.
 for seed in 1 2; do
@@ -63,10 +68,9 @@ python -m recipe.pc.plan $E/grpo16_calibrated_s1/dump --window 10 --by-source \
 # The cost model fed with the GRPO run's pass rates (same mix and seed), against the PC and DAPO runs' logs.
 : >$R/calibrated/costmodel_vs_measured.md
 for seed in 1 2; do
-  python -m recipe.pc.plan $E/grpo16_calibrated_s$seed/dump --train-batch-size 32 --gen-batch-size 96 --pc 4+12 \
-    --window 10 --measured pc:4+12=$E/pc4x12_calibrated_s$seed/metrics.jsonl \
-    --measured dapo=$E/dapo16_calibrated_s$seed/metrics.jsonl >>$R/calibrated/costmodel_vs_measured.md
-  echo >>$R/calibrated/costmodel_vs_measured.md
+  costmodel $R/calibrated/costmodel_vs_measured.md $E/grpo16_calibrated_s$seed/dump 32 96 4+12 \
+    --measured pc:4+12=$E/pc4x12_calibrated_s$seed/metrics.jsonl \
+    --measured dapo=$E/dapo16_calibrated_s$seed/metrics.jsonl
 done
 # Predictions for the calibrated mix (batches 4 and 6), made before any run on it: the spread mix's GRPO dumps
 # (steps 11-30) restricted to the calibrated mix's levels, groups of 16 and of 64.
@@ -94,30 +98,24 @@ for seed in 1 2; do
 done
 # The same comparisons with --per-step (each step predicted from that step's GRPO pass rates, then averaged), a
 # revision of the model made after batch 4a's misses (README): every PC and DAPO run, no other inputs changed.
-per_step() {  # OUT DUMP B G SPLIT MEASURED...
-  local out=$1 dump=$2 b=$3 g=$4 split=$5
-  shift 5
-  python -m recipe.pc.plan "$dump" --train-batch-size "$b" --gen-batch-size "$g" --pc "$split" --window 10 --per-step \
-    "$@" >>"$out"
-  echo >>"$out"
-}
 : >$R/default/costmodel_per_step.md
 : >$R/spread/costmodel_per_step.md
 : >$R/default_g64/costmodel_per_step.md
 : >$R/calibrated/costmodel_per_step.md
 for seed in 1 2; do
-  per_step $R/default/costmodel_per_step.md $D/grpo16_default_s$seed/dump 32 96 4+12 \
+  costmodel $R/default/costmodel_per_step.md $D/grpo16_default_s$seed/dump 32 96 4+12 --per-step \
     --measured pc:4+12=$D/pc4x12_default_s$seed/metrics.jsonl
-  per_step $R/default_g64/costmodel_per_step.md $C/grpo64_default_s$seed/dump 12 36 16+48 \
+  costmodel $R/default_g64/costmodel_per_step.md $C/grpo64_default_s$seed/dump 12 36 16+48 --per-step \
     --measured pc:16+48=$C/pc16x48_default_s$seed/metrics.jsonl
-  per_step $R/calibrated/costmodel_per_step.md $E/grpo16_calibrated_s$seed/dump 32 96 4+12 \
-    --measured pc:4+12=$E/pc4x12_calibrated_s$seed/metrics.jsonl --measured dapo=$E/dapo16_calibrated_s$seed/metrics.jsonl
+  costmodel $R/calibrated/costmodel_per_step.md $E/grpo16_calibrated_s$seed/dump 32 96 4+12 --per-step \
+    --measured pc:4+12=$E/pc4x12_calibrated_s$seed/metrics.jsonl \
+    --measured dapo=$E/dapo16_calibrated_s$seed/metrics.jsonl
 done
-per_step $R/spread/costmodel_per_step.md $D/grpo16_spread_s1/dump 32 96 4+12 \
+costmodel $R/spread/costmodel_per_step.md $D/grpo16_spread_s1/dump 32 96 4+12 --per-step \
   --measured pc:4+12=$D/pc4x12_spread_s1/metrics.jsonl
 # Predictions for GRESO skipping (batches 7 and 9), made before those runs: the simulator, 30 steps from an empty
 # history, 20 runs pooled, with the run's number of prompts (3000, and batch 9's 480) drawn from the default mix's
-# GRPO pass rates (steps 11-30). Fixed pass rates never let a skipped prompt become solvable: an upper bound.
+# GRPO pass rates (steps 11-30). Fixed pass rates never let a skipped prompt become solvable: optimistic.
 for seed in 1 2; do
   for prompts in 3000 480; do
     python -m recipe.pc.plan $D/grpo16_default_s$seed/dump --steps 11:30 --pc 4+12 --simulate 30 --simulate-warmup 0 \
