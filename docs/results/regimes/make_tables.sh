@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 R=${REGIMES_OUT:-docs/results/regimes} D=docs/results/regimes/2026-11-26
 C=docs/results/regimes/2026-11-26c E=docs/results/regimes/2026-11-26d  # batch 3; batch 4a
+F=docs/results/regimes/2026-11-26e  # batch 11
+# dapo16_calibrated_s1 reached step 29 in batch 4a and ran again, to step 30, in batch 11: every table uses that run.
+CAL_DAPO=("" $F $E)  # the folder of dapo16_calibrated_s<seed>
 MEANS=training/num_gen_batches,actor/grad_norm,actor/ppo_kl,actor/pg_clipfrac,actor/entropy,training/zero_variance_group_frac,filtering_stats/pass_rate,filtering_stats/too_correct_rate,filtering_stats/too_incorrect_rate
 # costmodel OUT DUMP B G SPLIT [plan options: --measured KIND=LOG..., --per-step]: the cost model fed with DUMP's
 # pass rates (the GRPO run of the same mix and seed) per 10 steps, beside the measured runs; appended to OUT.
@@ -15,13 +18,15 @@ costmodel() {
   python -m recipe.pc.plan "$dump" --train-batch-size "$b" --gen-batch-size "$g" --pc "$split" --window 10 "$@" >>"$out"
   echo >>"$out"
 }
-# Accuracy against generated rollouts, seeds aggregated (pc4x12_spread_s2 stopped at step 2: left out).
+# Accuracy against generated rollouts, seeds aggregated. pc4x12_spread_s2 of batch 2 stopped at step 2 and is left
+# out; batch 11 ran it again ($F). pc4x12ref: PC 4+12 under preset=reference (its mini-batch arithmetic), one seed.
 python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 --out $R/default \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
-  pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl >/dev/null
+  pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl \
+  pc4x12ref_s1=$F/pc4x12ref_default_s1/metrics.jsonl >/dev/null
 python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 --out $R/spread \
   grpo16_s1=$D/grpo16_spread_s1/metrics.jsonl grpo16_s2=$D/grpo16_spread_s2/metrics.jsonl \
-  pc4x12_s1=$D/pc4x12_spread_s1/metrics.jsonl >/dev/null
+  pc4x12_s1=$D/pc4x12_spread_s1/metrics.jsonl pc4x12_s2=$F/pc4x12_spread_s2/metrics.jsonl >/dev/null
 for mix in default spread; do
   # Per-prompt pass rates of the GRPO run (seed 1) by data source, per 10 steps, and their histogram.
   python -m recipe.pc.plan $D/grpo16_${mix}_s1/dump --window 10 --by-source \
@@ -30,10 +35,13 @@ for mix in default spread; do
   : >$R/$mix/costmodel_vs_measured.md
   for seed in 1 2; do
     pc=$D/pc4x12_${mix}_s$seed/metrics.jsonl
-    [ "$(grep -c '"training/global_step"' $pc)" -ge 30 ] || continue
+    [ "$(grep -c '"training/global_step"' $pc)" -ge 30 ] || pc=$F/pc4x12_${mix}_s$seed/metrics.jsonl
     costmodel $R/$mix/costmodel_vs_measured.md $D/grpo16_${mix}_s$seed/dump 32 96 4+12 --measured pc:4+12=$pc
   done
 done
+# PC 4+12 under preset=reference (batch 11) against the same GRPO dump as its improved-preset twin.
+costmodel $R/default/costmodel_vs_measured.md $D/grpo16_default_s1/dump 32 96 4+12 \
+  --measured pc:4+12=$F/pc4x12ref_default_s1/metrics.jsonl
 # The warm-up: steps 2-10 only (step 1 starts with an empty buffer, which the steady-state model leaves out).
 echo "Steps 2-10 only (without the warm-up step):" >>$R/default/costmodel_vs_measured.md
 python -m recipe.pc.plan $D/grpo16_default_s1/dump --steps 2:10 --train-batch-size 32 --gen-batch-size 96 --pc 4+12 \
@@ -56,13 +64,13 @@ for seed in 1 2; do
   python -m recipe.pc.plan $D/grpo16_default_s$seed/dump --steps 11:30 --group-size 64 --train-batch-size 12 \
     --gen-batch-size 36 --pc 16+48,8+56,4+60 >$R/default_g64/preregistered_predictions_s$seed.md
 done
-# Batch 4a (2026-11-26d, 2 GPUs): groups of 16 on the calibrated mix, GRPO, PC 4+12 and DAPO (dapo16_calibrated_s1
-# reached step 29 when the lease ended; its curve and means stop there). Target: the peak of GRPO n=16's mean curve.
+# Batch 4a (2026-11-26d, 2 GPUs): groups of 16 on the calibrated mix, GRPO, PC 4+12 and DAPO (DAPO seed 1 from batch
+# 11). Target: the peak of GRPO n=16's mean curve.
 mkdir -p $R/calibrated
 python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,15,20,25,30 --out $R/calibrated \
   grpo16_s1=$E/grpo16_calibrated_s1/metrics.jsonl grpo16_s2=$E/grpo16_calibrated_s2/metrics.jsonl \
   pc4x12_s1=$E/pc4x12_calibrated_s1/metrics.jsonl pc4x12_s2=$E/pc4x12_calibrated_s2/metrics.jsonl \
-  dapo16_s1=$E/dapo16_calibrated_s1/metrics.jsonl dapo16_s2=$E/dapo16_calibrated_s2/metrics.jsonl >/dev/null
+  dapo16_s1=$F/dapo16_calibrated_s1/metrics.jsonl dapo16_s2=$E/dapo16_calibrated_s2/metrics.jsonl >/dev/null
 python -m recipe.pc.plan $E/grpo16_calibrated_s1/dump --window 10 --by-source \
   --histogram $R/pass_rates_grpo16_calibrated_s1.png >$R/calibrated/pass_rates_by_source.md
 # The cost model fed with the GRPO run's pass rates (same mix and seed), against the PC and DAPO runs' logs.
@@ -70,7 +78,7 @@ python -m recipe.pc.plan $E/grpo16_calibrated_s1/dump --window 10 --by-source \
 for seed in 1 2; do
   costmodel $R/calibrated/costmodel_vs_measured.md $E/grpo16_calibrated_s$seed/dump 32 96 4+12 \
     --measured pc:4+12=$E/pc4x12_calibrated_s$seed/metrics.jsonl \
-    --measured dapo=$E/dapo16_calibrated_s$seed/metrics.jsonl
+    --measured dapo=${CAL_DAPO[$seed]}/dapo16_calibrated_s$seed/metrics.jsonl
 done
 # Predictions for the calibrated mix (batches 4 and 6), made before any run on it: the spread mix's GRPO dumps
 # (steps 11-30) restricted to the calibrated mix's levels, groups of 16 and of 64.
@@ -109,10 +117,26 @@ for seed in 1 2; do
     --measured pc:16+48=$C/pc16x48_default_s$seed/metrics.jsonl
   costmodel $R/calibrated/costmodel_per_step.md $E/grpo16_calibrated_s$seed/dump 32 96 4+12 --per-step \
     --measured pc:4+12=$E/pc4x12_calibrated_s$seed/metrics.jsonl \
-    --measured dapo=$E/dapo16_calibrated_s$seed/metrics.jsonl
+    --measured dapo=${CAL_DAPO[$seed]}/dapo16_calibrated_s$seed/metrics.jsonl
 done
 costmodel $R/spread/costmodel_per_step.md $D/grpo16_spread_s1/dump 32 96 4+12 --per-step \
   --measured pc:4+12=$D/pc4x12_spread_s1/metrics.jsonl
+costmodel $R/spread/costmodel_per_step.md $D/grpo16_spread_s2/dump 32 96 4+12 --per-step \
+  --measured pc:4+12=$F/pc4x12_spread_s2/metrics.jsonl
+costmodel $R/default/costmodel_per_step.md $D/grpo16_default_s1/dump 32 96 4+12 --per-step \
+  --measured pc:4+12=$F/pc4x12ref_default_s1/metrics.jsonl
+# Batch 11 (2026-11-26e): groups of 64 on the calibrated mix, GRPO n=64 and PC 16+48, seed 1 (seed 2 not yet run).
+# Target: the peak of GRPO n=64's mean curve; the cost model fed with that GRPO run's dump, pooled and per step.
+mkdir -p $R/calibrated_g64
+python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,15,20,25,30 --out $R/calibrated_g64 \
+  grpo64_s1=$F/grpo64_calibrated_s1/metrics.jsonl pc16x48_s1=$F/pc16x48_calibrated_s1/metrics.jsonl >/dev/null
+python -m recipe.pc.plan $F/grpo64_calibrated_s1/dump --window 10 --by-source \
+  --histogram $R/pass_rates_grpo64_calibrated_s1.png >$R/calibrated_g64/pass_rates_by_source.md
+: >$R/calibrated_g64/costmodel_vs_measured.md
+: >$R/calibrated_g64/costmodel_per_step.md
+cal64="$F/grpo64_calibrated_s1/dump 12 36 16+48 --measured pc:16+48=$F/pc16x48_calibrated_s1/metrics.jsonl"
+costmodel $R/calibrated_g64/costmodel_vs_measured.md $cal64
+costmodel $R/calibrated_g64/costmodel_per_step.md $cal64 --per-step
 # Predictions for GRESO skipping (batches 7 and 9), made before those runs: the simulator, 30 steps from an empty
 # history, 20 runs pooled, with the run's number of prompts (3000, and batch 9's 480) drawn from the default mix's
 # GRPO pass rates (steps 11-30). Fixed pass rates never let a skipped prompt become solvable: optimistic.
@@ -140,7 +164,7 @@ for seed in 1 2; do
     echo
     python -m recipe.pc.plan $E/grpo16_calibrated_s$seed/dump --steps 1:10 --window 1 --per-step \
       --train-batch-size 32 --gen-batch-size 96 --pc 4+12 --measured pc:4+12=$E/pc4x12_calibrated_s$seed/metrics.jsonl \
-      --measured dapo=$E/dapo16_calibrated_s$seed/metrics.jsonl
+      --measured dapo=${CAL_DAPO[$seed]}/dapo16_calibrated_s$seed/metrics.jsonl
     echo; } >>$R/calibrated/first_steps.md
 done
-ls $R/default $R/spread $R/default_g64 $R/calibrated
+ls $R/default $R/spread $R/default_g64 $R/calibrated $R/calibrated_g64
