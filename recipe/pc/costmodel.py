@@ -44,7 +44,7 @@ from recipe.pc.allocation import (
 from recipe.pc.replay_buffer import PilotReplayBuffer
 from recipe.pc.settings import PCSettings
 from recipe.pc.stages.downsample import downsample_rows
-from recipe.pc.stages.skip import PromptSkipper, SkipRule
+from recipe.pc.stages.skip import PromptSkipper, SkipRule, admit
 
 # Expected rounds per step above which a step is reported as never filling (inf).
 _MAX_EXPECTED_ROUNDS = 2000
@@ -199,8 +199,8 @@ SKIP_OFF = {
 
 def _settings(config: Config) -> PCSettings:
     if isinstance(config, GRPO):
-        # One round fills a GRPO step unless skipping made it short (an epoch's last kept prompts); then the trainer
-        # goes on to its default algorithm.max_num_gen_batches, 10.
+        # One round fills a GRPO step (with skipping too: its rounds are full); the limit is the trainer's default
+        # algorithm.max_num_gen_batches, 10.
         method, n_pilot, n_commit, gen, rounds = "grpo", 1, config.n, config.train_batch_size, 10
         band, screen = (0.0, 0.0, 0), None
     elif isinstance(config, DAPO):
@@ -440,7 +440,7 @@ class _Loader:
 
 class _SkippingLoader:
     """The trainer's ``_generation_batches`` with skipping: each dataloader batch's kept prompts pooled into
-    rounds of ``size``, the pool's rest given as a smaller round at an epoch's end."""
+    rounds of ``size``; the pool's rest waits for the next epoch's prompts (``admit``)."""
 
     def __init__(self, base: _Loader, skipper: PromptSkipper, rng: np.random.Generator):
         self.base, self.skipper, self.rng, self.size = base, skipper, rng, base.size
@@ -452,11 +452,9 @@ class _SkippingLoader:
 
     def next(self) -> np.ndarray:
         while len(self.pool) < self.size:
-            if self.base.at_epoch_end() and len(self.pool):
-                batch, self.pool = self.pool, np.empty(0, dtype=np.int64)
-                return batch
             ids = self.base.next()
-            self.pool = np.concatenate([self.pool, ids[self.skipper.keep_mask(ids, self.rng)]])
+            kept = ids[self.skipper.keep_mask(ids, self.rng)]
+            self.pool = np.concatenate([self.pool, kept[admit(self.pool, kept)]])
         batch, self.pool = self.pool[: self.size], self.pool[self.size :]
         return batch
 

@@ -49,7 +49,7 @@ from recipe.pc.metrics import StepTally, step_metrics
 from recipe.pc.minibatch import mini_batch_plan, pad_partial_mini_batch
 from recipe.pc.rollout_dump import append_records, discard_after, rollout_records
 from recipe.pc.settings import MicroBatches, PCConfigError, PCSettings, micro_batches
-from recipe.pc.stages.skip import PromptSkipper
+from recipe.pc.stages.skip import PromptSkipper, admit
 
 # Its level comes from the "recipe.pc" package logger (PC_LOGGING_LEVEL, set in the TaskRunner).
 logger = logging.getLogger(__name__)
@@ -266,16 +266,22 @@ class RayPCTrainer(RayPPOTrainer):
 
     def _generation_batches(self):
         """This epoch's rounds of new prompts: the dataloader's batches, or with ``algorithm.skip.enable`` its
-        kept prompts regrouped into batches of ``data.gen_batch_size`` (the epoch's last one may be smaller)."""
+        kept prompts regrouped into batches of ``data.gen_batch_size``.
+
+        Kept prompts short of a batch at the epoch's end wait in the pool for the next epoch's: given as a round
+        of their own, they made a step of many small rounds once most prompts were skipped (a starvation the
+        simulator showed, docs/results/regimes/README.md)."""
         for batch_dict in self.train_dataloader:
             prompts = self._to_prompts(batch_dict)
             if self.skipper is None:
                 yield prompts
                 continue
             keep = np.flatnonzero(self.skipper.keep_mask(prompts.non_tensor_batch["index"], self.rng))
+            pool = self._prompt_pool
+            if pool is not None:
+                keep = keep[admit(pool.non_tensor_batch["index"], prompts.non_tensor_batch["index"][keep])]
             if keep.size:
                 kept = prompts.select_idxs(keep)
-                pool = self._prompt_pool
                 self._prompt_pool = kept if pool is None else concat_rows([pool, kept], what="kept prompts")
             # The pool lives on the trainer: a checkpoint taken at a yield saves what is left of it.
             while self._prompt_pool is not None and len(self._prompt_pool) >= self.pc.gen_batch_size:
@@ -283,9 +289,6 @@ class RayPCTrainer(RayPPOTrainer):
                 rest = pool.select_idxs(np.arange(size, len(pool))) if len(pool) > size else None
                 self._prompt_pool = rest
                 yield pool.select_idxs(np.arange(size))
-        if self._prompt_pool is not None:
-            last, self._prompt_pool = self._prompt_pool, None
-            yield last
 
     def _run_round(self, batch: dict | DataProto, tally: StepTally, parts: list, timing_raw: dict):
         """One round: the allocator's requests in one generation call; returns the round's training rows, or None."""
@@ -654,6 +657,7 @@ class RayPCTrainer(RayPPOTrainer):
         stay counted, carried into the next logged step's counters.
         """
         evicted_rows = self.allocator.end_epoch(self.train_dataset)
+        self._drop_evicted_from_pool()
         dropped_prompts = flushed = 0
         if not self.pc.carry_over_epoch:
             dropped_prompts = tally.committed_prompts
@@ -673,6 +677,14 @@ class RayPCTrainer(RayPPOTrainer):
         logger.info("end of epoch %d: %s", self.epoch, pformat(epoch_metrics))
         self.epoch += 1
         return tally, parts
+
+    def _drop_evicted_from_pool(self) -> None:
+        """Kept prompts waiting for a round that the epoch's end just evicted are not generated."""
+        evicted = getattr(self.train_dataset, "evicted_ids", None)
+        if self._prompt_pool is None or not evicted:
+            return
+        waiting = np.flatnonzero(~np.isin(self._prompt_pool.non_tensor_batch["index"], list(evicted)))
+        self._prompt_pool = self._prompt_pool.select_idxs(waiting) if waiting.size else None
 
     def _finish(self) -> None:
         if hasattr(self.actor_rollout_wg, "async_calls_finalize_fn_exec"):

@@ -59,6 +59,13 @@ def adapt(p: float, observed_ratio: float, target_ratio: float, rule: SkipRule) 
     return float(min(max(p, rule.p_min), rule.p_max))
 
 
+def admit(waiting: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """Positions of ``kept`` (one dataloader batch's kept prompt ids) to add to the pool of prompts waiting for a
+    round: all but those already waiting. The pool outlives an epoch, so a prompt can be drawn again before its
+    round comes; generating it twice in one round would give it two groups."""
+    return np.flatnonzero(~np.isin(np.asarray(kept, dtype=np.int64), np.asarray(waiting, dtype=np.int64)))
+
+
 class PromptSkipper:
     """The skip history of a run, and the counts of one step; its state goes into the checkpoint."""
 
