@@ -508,9 +508,19 @@ def test_equal_accuracy_finds_the_baseline_step_with_the_same_mean_accuracy(seed
     # 0.2: halfway from 0.1 at step 0 to 0.3 at step 2.
     assert table.loc[1, ["baseline_step", "baseline_rollouts", "steps_worth"]].tolist() == pytest.approx([1, 100, 0.25])
     assert table.loc[2, ["baseline_step", "steps_worth", "rollouts_ratio"]].isna().all()  # 0.6: beyond grpo's peak
+    # The window since the previous validation step: steps 0-2 as above (0.1 is grpo's step 0); steps 2-4 lost
+    # accuracy (grpo's equal point went back from step 5 to 1: -2 a step, no rollout ratio); steps 4-6 none.
+    assert table.loc[0, ["window_steps_worth", "window_rollouts_ratio"]].tolist() == pytest.approx([2.5, 0.6])
+    assert table.loc[1, "window_steps_worth"] == pytest.approx(-2.0) and pd.isna(table.loc[1, "window_rollouts_ratio"])
+    assert table.loc[2, ["window_steps_worth", "window_rollouts_ratio"]].isna().all()
+    # A costly start and a cheap window after it: at step 4 the whole run is level with grpo (1.5 steps a step, the
+    # same rollouts), while steps 2-4 alone were worth 2 grpo steps each at half grpo's rollouts.
+    late = report.equal_accuracy_table({**means, "pc": curve([0, 2, 4], [0, 400, 600], [0.1, 0.3, 0.5])}, "grpo")
+    assert late.loc[1, ["steps_worth", "rollouts_ratio"]].tolist() == pytest.approx([1.5, 1.0])
+    assert late.loc[1, ["window_steps_worth", "window_rollouts_ratio"]].tolist() == pytest.approx([2.0, 0.5])
     markdown = report.equal_accuracy_markdown(table, "grpo").splitlines()
-    assert markdown[4] == "| pc | 2 | 0.400 | 300 | 5.0 | 500 | 2.50 | 0.60× |"
-    assert markdown[6] == "| pc | 6 | 0.600 | 900 | — | — | — | — |"
+    assert markdown[4] == "| pc | 2 | 0.400 | 300 | 5.0 | 500 | 2.50 | 0.60× | 2.50 | 0.60× |"
+    assert markdown[6] == "| pc | 6 | 0.600 | 900 | — | — | — | — | — | — |"
     # From the command line: written beside the seed table, and refused without --seeds.
     out = tmp_path / "out"
     assert report.main([*seed_logs, "--seeds", "--equal-accuracy", "--out", str(out), "--no-plot"]) == 0

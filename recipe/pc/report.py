@@ -600,30 +600,41 @@ def _interpolate_reach(curve: pd.DataFrame, accuracy: float) -> tuple[float, flo
 def equal_accuracy_table(means: dict[str, pd.DataFrame], baseline: str) -> pd.DataFrame:
     """Per configuration other than ``baseline`` and validation step k > 0 of its mean curve: the step and rollouts at
     which the baseline's mean curve first reached the same accuracy (linear between validation points), how many
-    baseline steps one of its steps was worth (that step / k) and its rollouts over the baseline's. Empty where the
-    baseline never got that far."""
+    baseline steps one of its steps was worth (that step / k) and its rollouts over the baseline's; then the same
+    two for the window since its previous validation step alone (a cumulative ratio hides where a method gains or
+    loses: a costly start and cheap later steps average out). Empty where the baseline never got that far; the
+    window's rollout ratio also where the baseline's equal point did not move forward (the accuracy fell)."""
     rows = []
     for config, curve in means.items():
         if config == baseline:
             continue
-        for step, point in curve.loc[curve.index > 0].iterrows():
-            reach = _interpolate_reach(means[baseline], float(point["smoothed"]))
+        reaches = [_interpolate_reach(means[baseline], float(a)) for a in curve["smoothed"]]
+        for i in range(1, len(curve)):
+            step, point, reach, before = int(curve.index[i]), curve.iloc[i], reaches[i], reaches[i - 1]
             base_step, base_rollouts = reach if reach else (None, None)
+            window_worth = window_ratio = None
+            if reach and before:
+                window_worth = (reach[0] - before[0]) / (step - curve.index[i - 1])
+                if reach[1] > before[1]:
+                    window_ratio = (point["rollouts"] - curve.iloc[i - 1]["rollouts"]) / (reach[1] - before[1])
             rows.append(
                 {
                     "configuration": config,
-                    "step": int(step),
+                    "step": step,
                     "accuracy": float(point["smoothed"]),
                     "rollouts": float(point["rollouts"]),
                     "baseline_step": base_step,
                     "baseline_rollouts": base_rollouts,
                     "steps_worth": base_step / step if reach else None,
                     "rollouts_ratio": point["rollouts"] / base_rollouts if reach and base_rollouts else None,
+                    "window_steps_worth": window_worth,
+                    "window_rollouts_ratio": window_ratio,
                 }
             )
-    columns = ["configuration", "step", "accuracy", "rollouts", "baseline_step", "baseline_rollouts"]
-    table = pd.DataFrame(rows, columns=[*columns, "steps_worth", "rollouts_ratio"])
-    for column in ("baseline_step", "baseline_rollouts", "steps_worth", "rollouts_ratio"):
+    numeric = ["baseline_step", "baseline_rollouts", "steps_worth", "rollouts_ratio"]
+    numeric += ["window_steps_worth", "window_rollouts_ratio"]
+    table = pd.DataFrame(rows, columns=["configuration", "step", "accuracy", "rollouts", *numeric])
+    for column in numeric:
         table[column] = pd.to_numeric(table[column])
     return table
 
@@ -638,10 +649,13 @@ def equal_accuracy_markdown(table: pd.DataFrame, baseline: str) -> str:
         f"{baseline} rollouts there",
         f"{baseline} steps per step",
         f"rollouts × {baseline}",
+        f"since the previous step: {baseline} steps per step",
+        f"since the previous step: rollouts × {baseline}",
     ]
     lines = [
         f"Each configuration's mean curve against {baseline}'s at equal accuracy: where {baseline}'s mean curve first "
-        "reached the same accuracy (linear between its validation points; — where it never did).",
+        "reached the same accuracy (linear between its validation points; — where it never did). The last two "
+        "columns are the same over the steps since the configuration's previous validation step alone.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -656,6 +670,8 @@ def equal_accuracy_markdown(table: pd.DataFrame, baseline: str) -> str:
             _cell(row["baseline_rollouts"], ",.0f"),
             _cell(row["steps_worth"], ".2f"),
             _cell(row["rollouts_ratio"], ".2f", suffix="×"),
+            _cell(row["window_steps_worth"], ".2f"),
+            _cell(row["window_rollouts_ratio"], ".2f", suffix="×"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
