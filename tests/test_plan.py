@@ -218,8 +218,29 @@ def test_per_step_predicts_each_logged_step_from_its_own_rates_then_averages(tmp
     assert plan.main([FIXTURE, *args, "--measured", f"pc:4+12={short}"]) == 0
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()[2:]]
     assert rows[0][3] == "1" and rows[0][4] == f"{step[1].rollouts_per_step:.0f}"
-    assert plan.main([FIXTURE, "--per-step"]) == 2
-    assert "--per-step applies to --measured only" in capsys.readouterr().err
+    assert plan.main([FIXTURE, "--per-step", "--simulate", "5"]) == 2
+    assert "--per-step predicts step by step" in capsys.readouterr().err
+
+
+def test_per_step_prediction_without_a_run_is_the_mean_of_each_steps_prediction(capsys):
+    """Catches: the plain prediction pooling the steps' rates (fewer rounds where rates move) or averaging a ratio."""
+    args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--steps", "1:2"]
+    assert plan.main([FIXTURE, *args, "--per-step"]) == 0
+    out = capsys.readouterr().out
+    assert "per step: each dumped step predicted from its own pass rates" in out
+    cells = ([c.strip() for c in line.strip("|").split("|")] for line in out.splitlines())
+    rows = {r[0]: r for r in cells if len(r) == 10}
+    config = plan.PilotCommit(4, 12, 8, 4)
+    step = [plan.predict(_rates(k), config) for k in (1, 2)]
+    pc = rows[config.label]
+    assert pc[2] == f"{(step[0].rounds_per_step + step[1].rounds_per_step) / 2:.2f}"
+    assert pc[5] == f"{(step[0].rollouts_per_step + step[1].rollouts_per_step) / 2:.0f}"
+    informative = (step[0].informative_groups_per_step + step[1].informative_groups_per_step) / 2
+    assert pc[7] == f"{informative:.1f}"
+    assert pc[9] == f"{(step[0].rollouts_per_step + step[1].rollouts_per_step) / 2 / informative:.1f}"
+    assert plan.main([FIXTURE, *args]) == 0  # pooled: a different number on this fixture
+    pooled = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()]
+    assert [r for r in pooled if r[0] == config.label][0][5] != pc[5]
 
 
 def test_per_step_edges_a_gap_a_step_without_candidates_an_unreached_window_and_sources(tmp_path, capsys):

@@ -425,14 +425,29 @@ def _at_filter_rate(config, rate: float, mixed: float) -> float:
     return predict_at_filter_rate(rate, config, screen_mixed=mixed).rollouts_per_step
 
 
-def _mean_prediction(rate_sets: list[np.ndarray], config) -> tuple[float, float, float]:
-    """Mean predicted rollouts and rounds per step over these pass-rate sets (one per step, or one for a pooled
-    window), and the filter pass rate over all their candidates (a step's candidates grow with its rounds)."""
-    preds = [predict(rates, config) for rates in rate_sets]
+def mean_over_steps(preds: list[Prediction]) -> Prediction:
+    """One configuration's predictions for several steps (or one pooled window) as one: the mean of each count a
+    step, and the filter pass rate over all their candidates (a step's candidates grow with its rounds)."""
     rounds = np.array([p.rounds_per_step for p in preds])
     passed = np.array([p.filter_pass_rate for p in preds])
     rate = float((passed * rounds).sum() / rounds.sum()) if np.isfinite(rounds).all() else float(passed.mean())
-    return float(np.mean([p.rollouts_per_step for p in preds])), float(rounds.mean()), rate
+    return Prediction(
+        preds[0].label,
+        preds[0].group_size,
+        float(rounds.mean()),
+        float(np.mean([p.pilot_rollouts_per_step for p in preds])),
+        float(np.mean([p.commit_rollouts_per_step for p in preds])),
+        float(np.mean([p.trained_groups_per_step for p in preds])),
+        float(np.mean([p.informative_groups_per_step for p in preds])),
+        rate,
+    )
+
+
+def _mean_prediction(rate_sets: list[np.ndarray], config) -> tuple[float, float, float]:
+    """Mean predicted rollouts and rounds per step over these pass-rate sets (one per step, or one for a pooled
+    window), and their filter pass rate (``mean_over_steps``)."""
+    mean = mean_over_steps([predict(rates, config) for rates in rate_sets])
+    return mean.rollouts_per_step, mean.rounds_per_step, mean.filter_pass_rate
 
 
 def compare_with_runs(files, measured, metric: str, prior, window: int | None, sources=None, per_step=False) -> str:
@@ -546,7 +561,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--per-step",
         action="store_true",
-        help="with --measured: predict each dumped step from its own pass rates, then average",
+        help="predict each dumped step from its own pass rates, then average (a run's mean with its warm-up; "
+        "with --measured, step by step beside the run)",
     )
     parser.add_argument("--by-source", action="store_true", help="per window: pass rates per data source")
     parser.add_argument(
@@ -591,8 +607,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.simulate_warmup < 0 or args.simulate_runs < 1 or (args.prompts is not None and args.prompts < 1):
         print("error: --simulate-warmup must be >= 0, --simulate-runs and --prompts >= 1", file=sys.stderr)
         return 2
-    if args.per_step and not args.measured:
-        print("error: --per-step applies to --measured only", file=sys.stderr)
+    if args.per_step and args.simulate > 0:
+        print("error: --per-step predicts step by step; the simulator runs on pooled rates: use one", file=sys.stderr)
         return 2
     if args.window is not None and not (args.measured or args.by_source or args.histogram):
         print("error: --window applies to --measured, --by-source and --histogram only", file=sys.stderr)
@@ -618,7 +634,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         ids, seen, wins = read_window(files, args.metric, sources)
         rates = pass_rates(seen, wins, prior)
-        predictions = [predict(rates, c) for c in configs]
+        if args.per_step:  # a run's mean over these steps, warm-up included (rounds are convex in a step's rates)
+            step_rates = list(per_step_rates(files, args.metric, prior, sources).values())
+            predictions = [mean_over_steps([predict(r, c) for r in step_rates]) for c in configs]
+        else:
+            predictions = [predict(rates, c) for c in configs]
         # A configuration predicted never to fill a step is not simulated (it would only hit the round cap).
         fills = [c for c, p in zip(configs, predictions, strict=True) if math.isfinite(p.rounds_per_step)]
         skips = [None, SkipRule()] if args.skip else [None]
@@ -645,6 +665,8 @@ def main(argv: list[str] | None = None) -> int:
             f"note: {len(ids)} prompts for rounds of {gen}: the analytic model assumes each round brings new prompts "
             "(the buffer keeps one entry per prompt); check it with --simulate"
         )
+    if args.per_step:
+        print("per step: each dumped step predicted from its own pass rates, then averaged over the steps")
     print()
     print(format_table(predictions))
     if simulated:

@@ -137,6 +137,15 @@ python -m recipe.pc.plan $F/grpo64_calibrated_s1/dump --window 10 --by-source \
 cal64="$F/grpo64_calibrated_s1/dump 12 36 16+48 --measured pc:16+48=$F/pc16x48_calibrated_s1/metrics.jsonl"
 costmodel $R/calibrated_g64/costmodel_vs_measured.md $cal64
 costmodel $R/calibrated_g64/costmodel_per_step.md $cal64 --per-step
+# Whole-run predictions (--per-step over steps 1-30, the warm-up included) for the groups-of-64 runs not yet made
+# (batches 5, 10 and 12), made before them: from each seed's GRPO n=64 dump on the default mix, and from seed 1's on
+# the calibrated mix (seed 2's GRPO n=64 runs with them). PC 16+48 on the default mix and seed 1 on the calibrated
+# mix have run: those rows are checks, not predictions.
+whole="--per-step --group-size 64 --train-batch-size 12 --gen-batch-size 36 --pc 16+48,8+56,4+60"
+for seed in 1 2; do
+  python -m recipe.pc.plan $C/grpo64_default_s$seed/dump $whole >$R/default_g64/preregistered_whole_run_s$seed.md
+done
+python -m recipe.pc.plan $F/grpo64_calibrated_s1/dump $whole >$R/calibrated_g64/preregistered_whole_run_from_s1.md
 # Predictions for GRESO skipping (batches 7 and 9), made before those runs: the simulator, 30 steps from an empty
 # history, 20 runs pooled, with the run's number of prompts (3000, and batch 9's 480) drawn from the default mix's
 # GRPO pass rates (steps 11-30). Fixed pass rates never let a skipped prompt become solvable: optimistic.
