@@ -146,6 +146,13 @@ for seed in 1 2; do
   python -m recipe.pc.plan $C/grpo64_default_s$seed/dump $whole >$R/default_g64/preregistered_whole_run_s$seed.md
 done
 python -m recipe.pc.plan $F/grpo64_calibrated_s1/dump $whole >$R/calibrated_g64/preregistered_whole_run_from_s1.md
+# The same for batch 7's groups-of-16 stages (screening and PODS; skipping has its simulation above), from the default
+# mix's GRPO n=16 dumps, steps 1-30.
+for seed in 1 2; do
+  g16="$D/grpo16_default_s$seed/dump --per-step --pc 4+12"
+  { python -m recipe.pc.plan $g16; python -m recipe.pc.plan $g16 --screen-n 2; python -m recipe.pc.plan $g16 --downsample-n 24
+    python -m recipe.pc.plan $g16 --downsample-n 32; } >$R/default/preregistered_stages_whole_run_s$seed.md
+done
 # Predictions for GRESO skipping (batches 7 and 9), made before those runs: the simulator, 30 steps from an empty
 # history, 20 runs pooled, with the run's number of prompts (3000, and batch 9's 480) drawn from the default mix's
 # GRPO pass rates (steps 11-30). Fixed pass rates never let a skipped prompt become solvable: optimistic.
