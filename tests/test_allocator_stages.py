@@ -256,9 +256,13 @@ def test_skipping_keeps_batch_sizes_counts_every_rollout_and_brings_prompts_back
         tmp_path, tokenizer, extra=[*extra, f"trainer.total_training_steps={steps}", "trainer.total_epochs=200"]
     )
     skips = record_skips(trainer)
+    pool_checks = []
+    drop_evicted = trainer._drop_evicted_from_pool
+    trainer._drop_evicted_from_pool = lambda: (pool_checks.append(trainer.epoch), drop_evicted())
     trainer.fit()
     records = step_records(log)
     assert len(records) == steps
+    assert pool_checks == list(range(trainer.epoch))  # every epoch's end takes evicted prompts out of the pool
     padding = sum(s["rollout_stats/num_rollouts_padding"] for s in records)
     assert records[-1]["rollout_stats/cumulative_rollouts_sample"] + padding == generated_rows(trainer)
     skipped_total = sum(s["filtering_stats/skipped_count"] for s in records)

@@ -265,6 +265,17 @@ def test_a_prompt_waiting_for_a_round_is_not_pooled_twice():
     assert all(len(set(r)) == 4 and min(r) >= 15 for r in rounds)
 
 
+def test_skipping_loader_gives_up_when_no_round_can_fill():
+    from recipe.pc.costmodel import _Loader, _SkippingLoader
+    from recipe.pc.stages.skip import PromptSkipper, SkipRule
+
+    skipper = PromptSkipper(SkipRule(explore_floor=0.0))
+    skipper.streaks = {i: -60 for i in range(18)}  # only 2 of 20 prompts can be kept: never a round of 4
+    loader = _SkippingLoader(_Loader(20, 4, np.random.default_rng(0)), skipper, np.random.default_rng(1))
+    with pytest.raises(RuntimeError, match="kept fewer than 4 prompts in 100 epochs"):
+        loader.next()
+
+
 MOSTLY_UNSOLVED = np.r_[np.zeros(480), np.full(120, 0.5)]
 
 

@@ -243,6 +243,27 @@ def test_per_step_prediction_without_a_run_is_the_mean_of_each_steps_prediction(
     assert [r for r in pooled if r[0] == config.label][0][5] != pc[5]
 
 
+def test_per_step_names_a_configuration_whose_steps_never_fill(tmp_path, capsys):
+    """Catches: a warm-up step where every prompt fails silently making the whole-run mean infinite."""
+    for step in (1, 2):
+        rows = rows_of(step)
+        if step == 1:  # the format not learned yet: every rollout wrong
+            rows = [{**row, "acc": 0, "score": 0.0} for row in rows]
+        (tmp_path / f"{step}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = [str(tmp_path), "--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--per-step"]
+    assert plan.main([*args, "--max-num-gen-batches", "0"]) == 0  # no round limit
+    out = capsys.readouterr().out
+    assert "note: PC 4+12 G=8: 1 of 2 steps never fill on their own rates" in out
+    assert "note: GRPO" not in out  # one round always fills a GRPO step
+    assert plan.main(args) == 0  # the trainer's default limit, 10 rounds: the empty step ends there, short
+    out = capsys.readouterr().out
+    assert "never fill" not in out
+    pc = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| PC")][0]
+    assert float(pc[2]) <= 10 and float(pc[6]) < 4  # rounds capped; fewer than 4 groups trained on average
+    assert plan.main([*args, "--by-source"]) == 2
+    assert "--per-step is for predictions" in capsys.readouterr().err
+
+
 def test_per_step_edges_a_gap_a_step_without_candidates_an_unreached_window_and_sources(tmp_path, capsys):
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--per-step"]
     config = plan.PilotCommit(4, 12, 8, 4)

@@ -518,6 +518,11 @@ def test_equal_accuracy_finds_the_baseline_step_with_the_same_mean_accuracy(seed
     late = report.equal_accuracy_table({**means, "pc": curve([0, 2, 4], [0, 400, 600], [0.1, 0.3, 0.5])}, "grpo")
     assert late.loc[1, ["steps_worth", "rollouts_ratio"]].tolist() == pytest.approx([1.5, 1.0])
     assert late.loc[1, ["window_steps_worth", "window_rollouts_ratio"]].tolist() == pytest.approx([2.0, 0.5])
+    # Without a step-0 validation (trainer.val_before_train=false) the first step still gets its row, with no window.
+    unvalidated = report.equal_accuracy_table({**means, "pc": curve([2, 4], [400, 600], [0.3, 0.5])}, "grpo")
+    assert unvalidated["step"].tolist() == [2, 4]
+    assert unvalidated.loc[0, "steps_worth"] == pytest.approx(1.0) and pd.isna(unvalidated.loc[0, "window_steps_worth"])
+    assert unvalidated.loc[1, "window_steps_worth"] == pytest.approx(2.0)
     markdown = report.equal_accuracy_markdown(table, "grpo").splitlines()
     assert markdown[4] == "| pc | 2 | 0.400 | 300 | 5.0 | 500 | 2.50 | 0.60× | 2.50 | 0.60× |"
     assert markdown[6] == "| pc | 6 | 0.600 | 900 | — | — | — | — | — | — |"

@@ -48,6 +48,8 @@ from recipe.pc.stages.skip import PromptSkipper, SkipRule, admit
 
 # Expected rounds per step above which a step is reported as never filling (inf).
 _MAX_EXPECTED_ROUNDS = 2000
+# Epochs the simulated skipping dataloader may draw for one round before it gives up.
+_MAX_EPOCHS_A_ROUND = 100
 _TAIL_MASS = 1e-12
 
 
@@ -451,7 +453,12 @@ class _SkippingLoader:
         return self.base.epoch
 
     def next(self) -> np.ndarray:
+        start = self.base.epoch
         while len(self.pool) < self.size:
+            if self.base.epoch - start > _MAX_EPOCHS_A_ROUND:  # the trainer would stop at trainer.total_epochs
+                raise RuntimeError(
+                    f"skipping kept fewer than {self.size} prompts in {_MAX_EPOCHS_A_ROUND} epochs: no round can fill"
+                )
             ids = self.base.next()
             kept = ids[self.skipper.keep_mask(ids, self.rng)]
             self.pool = np.concatenate([self.pool, kept[admit(self.pool, kept)]])

@@ -610,6 +610,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.per_step and args.simulate > 0:
         print("error: --per-step predicts step by step; the simulator runs on pooled rates: use one", file=sys.stderr)
         return 2
+    if args.per_step and (args.by_source or args.histogram):
+        print("error: --per-step is for predictions; --by-source/--histogram show pass rates", file=sys.stderr)
+        return 2
     if args.window is not None and not (args.measured or args.by_source or args.histogram):
         print("error: --window applies to --measured, --by-source and --histogram only", file=sys.stderr)
         return 2
@@ -634,9 +637,14 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         ids, seen, wins = read_window(files, args.metric, sources)
         rates = pass_rates(seen, wins, prior)
+        never_fill = {}
         if args.per_step:  # a run's mean over these steps, warm-up included (rounds are convex in a step's rates)
             step_rates = list(per_step_rates(files, args.metric, prior, sources).values())
-            predictions = [mean_over_steps([predict(r, c) for r in step_rates]) for c in configs]
+            per_config = [[predict(r, c) for r in step_rates] for c in configs]
+            predictions = [mean_over_steps(preds) for preds in per_config]
+            for c, preds in zip(configs, per_config, strict=True):
+                if stuck := sum(not math.isfinite(p.rounds_per_step) for p in preds):
+                    never_fill[c.label] = (stuck, len(preds))
         else:
             predictions = [predict(rates, c) for c in configs]
         # A configuration predicted never to fill a step is not simulated (it would only hit the round cap).
@@ -667,6 +675,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.per_step:
         print("per step: each dumped step predicted from its own pass rates, then averaged over the steps")
+    for label, (stuck, steps) in never_fill.items():
+        print(
+            f"note: {label}: {stuck} of {steps} steps never fill on their own rates (no prompt can land in the band "
+            "or show spread), so its mean is infinite; with --max-num-gen-batches > 0 they end at that many rounds"
+        )
     print()
     print(format_table(predictions))
     if simulated:

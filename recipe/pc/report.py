@@ -609,8 +609,9 @@ def equal_accuracy_table(means: dict[str, pd.DataFrame], baseline: str) -> pd.Da
         if config == baseline:
             continue
         reaches = [_interpolate_reach(means[baseline], float(a)) for a in curve["smoothed"]]
-        for i in range(1, len(curve)):
-            step, point, reach, before = int(curve.index[i]), curve.iloc[i], reaches[i], reaches[i - 1]
+        for i in [k for k, at in enumerate(curve.index) if at > 0]:
+            step, point, reach = int(curve.index[i]), curve.iloc[i], reaches[i]
+            before = reaches[i - 1] if i > 0 else None  # a curve without step 0 has no first window
             base_step, base_rollouts = reach if reach else (None, None)
             window_worth = window_ratio = None
             if reach and before:
