@@ -428,11 +428,8 @@ class _Loader:
         self._order, self._pos = np.empty(0, dtype=np.int64), 0
         self.epoch = -1  # of the last batch given (0 = the first pass)
 
-    def at_epoch_end(self) -> bool:
-        return self._pos + self.size > len(self._order)
-
     def next(self) -> np.ndarray:
-        if self.at_epoch_end():
+        if self._pos + self.size > len(self._order):
             self._order, self._pos = self.rng.permutation(self.num_prompts), 0
             self.epoch += 1
         batch = self._order[self._pos : self._pos + self.size]

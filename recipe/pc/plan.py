@@ -443,13 +443,6 @@ def mean_over_steps(preds: list[Prediction]) -> Prediction:
     )
 
 
-def _mean_prediction(rate_sets: list[np.ndarray], config) -> tuple[float, float, float]:
-    """Mean predicted rollouts and rounds per step over these pass-rate sets (one per step, or one for a pooled
-    window), and their filter pass rate (``mean_over_steps``)."""
-    mean = mean_over_steps([predict(rates, config) for rates in rate_sets])
-    return mean.rollouts_per_step, mean.rounds_per_step, mean.filter_pass_rate
-
-
 def compare_with_runs(files, measured, metric: str, prior, window: int | None, sources=None, per_step=False) -> str:
     """The comparison table: per window of dumped steps, each measured run beside its configuration's prediction.
 
@@ -472,13 +465,15 @@ def compare_with_runs(files, measured, metric: str, prior, window: int | None, s
                 logged = {s: measured_per_step(frame, [s]) for s in rate_sets}
                 both = [s for s, got in logged.items() if got]
                 got = measured_per_step(frame, both) if both else None
-                pred, pred_rounds, pred_rate = _mean_prediction([rate_sets[s] for s in both or rate_sets], config)
+                prediction = mean_over_steps([predict(rate_sets[s], config) for s in both or rate_sets])
                 per_step_at = [_at_filter_rate(config, *logged[s][2:4]) for s in both]
                 finite = [v for v in per_step_at if not math.isnan(v)]
                 at_rate = float(np.mean(finite)) if finite else nan
             else:
                 got = measured_per_step(frame, range(first, last + 1))
-                pred, pred_rounds, pred_rate = _mean_prediction([pooled], config)
+                prediction = predict(pooled, config)
+            pred, pred_rounds = prediction.rollouts_per_step, prediction.rounds_per_step
+            pred_rate = prediction.filter_pass_rate
             meas, meas_rounds, meas_rate, meas_mixed, n = got if got else (nan, nan, nan, nan, 0)
             if not per_step:
                 # The model again at the run's own filter pass rate (and screen share): what remains is the model's.
@@ -683,8 +678,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(format_table(predictions))
     if simulated:
-        how = f"{args.simulate} steps after {args.simulate_warmup}, {args.simulate_runs} run(s)"
-        print(f"\nsimulated ({how}" + (f", {args.prompts} prompts drawn from these" if args.prompts else "") + "):")
+        what = f"{args.simulate} steps after {args.simulate_warmup}, {args.simulate_runs} run(s)"
+        print(f"\nsimulated ({what}" + (f", {args.prompts} prompts drawn from these" if args.prompts else "") + "):")
         print(format_table(simulated))
     best = recommend(predictions)
     print()
