@@ -155,6 +155,16 @@ for seed in 1 2; do
   python -m recipe.pc.plan $C/grpo64_default_s$seed/dump $whole >$R/default_g64/preregistered_whole_run_s$seed.md
 done
 python -m recipe.pc.plan $F/grpo64_calibrated_s1/dump $whole >$R/calibrated_g64/preregistered_whole_run_from_s1.md
+# Made after batch 13, before batch 14 and batch 8's default-mix half: PC 4+60 and PC 16+48 with a screen of 4 on
+# the calibrated mix from each seed's own GRPO n=64 dump (both ran by then), and the screen of 4 on the default mix.
+g64="--per-step --group-size 64 --train-batch-size 12 --gen-batch-size 36"
+for seed in 1 2; do
+  { python -m recipe.pc.plan ${CAL64[$seed]}/grpo64_calibrated_s$seed/dump $g64 --pc 4+60
+    python -m recipe.pc.plan ${CAL64[$seed]}/grpo64_calibrated_s$seed/dump $g64 --pc 16+48 --screen-n 4
+  } >$R/calibrated_g64/preregistered_batch14_s$seed.md
+  python -m recipe.pc.plan $C/grpo64_default_s$seed/dump $g64 --pc 16+48 --screen-n 4 \
+    >$R/default_g64/preregistered_screen4_whole_run_s$seed.md
+done
 # The same for batch 7's groups-of-16 stages (screening and PODS; skipping has its simulation above), from the default
 # mix's GRPO n=16 dumps, steps 1-30, made before batch 13 ran some of them.
 for seed in 1 2; do
