@@ -165,6 +165,15 @@ for seed in 1 2; do
   python -m recipe.pc.plan $C/grpo64_default_s$seed/dump $g64 --pc 16+48 --screen-n 4 \
     >$R/default_g64/preregistered_screen4_whole_run_s$seed.md
 done
+# Is the generation batch a lever? The same per-step model over G = 12 to 48 prompts a round (1 to 4 x the 12 trained).
+for seed in 1 2; do
+  rows='^\| conf|^\|---|^\| PC'  # the table's header once, then the PC rows of each G
+  for gen in 12 18 24 36 48; do
+    python -m recipe.pc.plan ${CAL64[$seed]}/grpo64_calibrated_s$seed/dump --per-step --group-size 64 \
+      --train-batch-size 12 --gen-batch-size $gen --pc 16+48,8+56,4+60 | grep -E "$rows"
+    rows='^\| PC'
+  done >$R/calibrated_g64/gen_batch_grid_s$seed.md
+done
 # The same for batch 7's groups-of-16 stages (screening and PODS; skipping has its simulation above), from the default
 # mix's GRPO n=16 dumps, steps 1-30, made before batch 13 ran some of them.
 for seed in 1 2; do
