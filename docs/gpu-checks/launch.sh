@@ -119,9 +119,10 @@ case "${1:?setup | checks | regime | batch2 | batch FILE [NAME...] | batch-plan 
     ;;
   batch)
     # A regime batch file (docs/results/regimes/batch*.txt), or the named lines of it, as batch-plan lists them:
-    # 30 steps (a line's own trainer.total_training_steps comes after STEPS and wins), every generated rollout dumped. Started in waves of one run a GPU: engines on different GPUs do not
-    # race, so a wave starts within seconds and the next waits WAVE_GAP (the same-GPU race: in batch 4a a 25 s gap
-    # cost one run a failed start and a 3-minute restart; batch 3's 80 s between runs on a GPU cost none).
+    # 30 steps (a line's own trainer.total_training_steps comes after STEPS and wins), every generated rollout
+    # dumped. Started in waves of one run a GPU: engines on different GPUs do not race, so a wave starts within
+    # seconds and the next waits WAVE_GAP (the same-GPU race: in batch 4a a 25 s gap cost one run a failed start and
+    # a 3-minute restart; batch 3's 80 s between runs on a GPU cost none).
     plan=$(bash "$REPO/docs/gpu-checks/launch.sh" batch-plan "${@:2}")
     mkdir -p $RUNS
     export CPUS=5

@@ -65,12 +65,12 @@ DUMP_HINT = (
 CRITERION_CAVEAT = (
     "note: this ranks rollouts per informative group, not learning per rollout. In docs/results/regimes "
     "(arithmetic, SmolLM2-135M) PC 4+12 generated fewer per informative group than GRPO n=16 (33 against 40, "
-    "measured) and still did not reach GRPO's accuracy with fewer rollouts (1.2x GRPO's, within the seed spread); "
-    "PC 16+48 against GRPO n=64 needed 1.3x; on a mix with pass rates spread over (0, 1) PC 4+12 paid the same "
-    "per informative group as GRPO n=16 (30) and needed 1.9x, PC 16+48 needed 1.2x, and PC 8+56 paid less per "
-    "informative group than GRPO n=64 (85 against 93) and still needed 1.1x (by the seeds' mean curves). At the "
-    "same group size a PC step costs at least (n_pilot*G/B + n_commit)/n GRPO steps. Check a recommendation with "
-    "short runs."
+    "measured) and still needed more rollouts to reach GRPO's accuracy (1.4x GRPO's by the seeds' mean curves, "
+    "near the seed spread); PC 16+48 against GRPO n=64 needed 1.3x; on a mix with pass rates spread over (0, 1) "
+    "PC 4+12 paid the same per informative group as GRPO n=16 (30) and needed 1.9x, PC 16+48 needed 1.2x, and "
+    "PC 8+56 paid less per informative group than GRPO n=64 (85 against 93) and still needed 1.1x. At the same "
+    "group size a PC step costs at least (n_pilot*G/B + n_commit)/n GRPO steps. Check a recommendation with short "
+    "runs."
 )
 
 
