@@ -7,6 +7,7 @@ cd "$(dirname "$0")/../../.."
 R=${REGIMES_OUT:-docs/results/regimes} D=docs/results/regimes/2026-11-26
 C=docs/results/regimes/2026-11-26c E=docs/results/regimes/2026-11-26d  # batch 3; batch 4a
 F=docs/results/regimes/2026-11-26e G=docs/results/regimes/2026-11-26f  # batch 11; batch 13
+H=docs/results/regimes/2026-11-27  # batch 14
 # dapo16_calibrated_s1 reached step 29 in batch 4a and ran again, to step 30, in batch 11: every table uses that run.
 CAL_DAPO=("" $F $E)  # the folder of dapo16_calibrated_s<seed>
 MEANS=training/num_gen_batches,actor/grad_norm,actor/ppo_kl,actor/pg_clipfrac,actor/entropy,training/zero_variance_group_frac,filtering_stats/pass_rate,filtering_stats/too_correct_rate,filtering_stats/too_incorrect_rate
@@ -125,26 +126,35 @@ costmodel $R/spread/costmodel_per_step.md $D/grpo16_spread_s2/dump 32 96 4+12 --
   --measured pc:4+12=$F/pc4x12_spread_s2/metrics.jsonl
 costmodel $R/default/costmodel_per_step.md $D/grpo16_default_s1/dump 32 96 4+12 --per-step \
   --measured pc:4+12=$F/pc4x12ref_default_s1/metrics.jsonl
-# Batches 11 and 13 (2026-11-26e, f): groups of 64 on the calibrated mix, GRPO n=64 and PC 16+48 (seed 1 in batch 11,
-# seed 2 in batch 13) and PC 8+56 (both seeds, batch 13). Target: the peak of GRPO n=64's mean curve; the cost model
-# fed with the same seed's GRPO n=64 dump, pooled and per step.
+# Batches 11, 13 and 14 (2026-11-26e, f, 2026-11-27): groups of 64 on the calibrated mix, GRPO n=64 and PC 16+48 (seed
+# 1 in batch 11, seed 2 in batch 13), PC 8+56 (both seeds, batch 13), PC 4+60 (both seeds, batch 14) and PC 16+48 with
+# a screen of 4 (batch 14; seed 1 only: seed 2 hung in step 14, launch README). Target: the peak of GRPO n=64's mean
+# curve; the cost model fed with the same seed's GRPO n=64 dump, pooled and per step.
 CAL64=("" $F $G)  # the folder of grpo64_calibrated_s<seed> and pc16x48_calibrated_s<seed>
 mkdir -p $R/calibrated_g64
 python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,15,20,25,30 --out $R/calibrated_g64 \
   grpo64_s1=$F/grpo64_calibrated_s1/metrics.jsonl grpo64_s2=$G/grpo64_calibrated_s2/metrics.jsonl \
   pc16x48_s1=$F/pc16x48_calibrated_s1/metrics.jsonl pc16x48_s2=$G/pc16x48_calibrated_s2/metrics.jsonl \
-  pc8x56_s1=$G/pc8x56_calibrated_s1/metrics.jsonl pc8x56_s2=$G/pc8x56_calibrated_s2/metrics.jsonl >/dev/null
+  pc8x56_s1=$G/pc8x56_calibrated_s1/metrics.jsonl pc8x56_s2=$G/pc8x56_calibrated_s2/metrics.jsonl \
+  pc4x60_s1=$H/pc4x60_calibrated_s1/metrics.jsonl pc4x60_s2=$H/pc4x60_calibrated_s2/metrics.jsonl \
+  pc16x48screen4_s1=$H/pc16x48screen4_calibrated_s1/metrics.jsonl >/dev/null
 python -m recipe.pc.plan $F/grpo64_calibrated_s1/dump --window 10 --by-source \
   --histogram $R/pass_rates_grpo64_calibrated_s1.png >$R/calibrated_g64/pass_rates_by_source.md
 : >$R/calibrated_g64/costmodel_vs_measured.md
 : >$R/calibrated_g64/costmodel_per_step.md
 for seed in 1 2; do
-  cal64="${CAL64[$seed]}/grpo64_calibrated_s$seed/dump 12 36 16+48,8+56
+  cal64="${CAL64[$seed]}/grpo64_calibrated_s$seed/dump 12 36 16+48,8+56,4+60
     --measured pc:16+48=${CAL64[$seed]}/pc16x48_calibrated_s$seed/metrics.jsonl
-    --measured pc:8+56=$G/pc8x56_calibrated_s$seed/metrics.jsonl"
+    --measured pc:8+56=$G/pc8x56_calibrated_s$seed/metrics.jsonl
+    --measured pc:4+60=$H/pc4x60_calibrated_s$seed/metrics.jsonl"
   costmodel $R/calibrated_g64/costmodel_vs_measured.md $cal64
   costmodel $R/calibrated_g64/costmodel_per_step.md $cal64 --per-step
 done
+# PC 16+48 with a screen of 4 (seed 1) against its own seed's GRPO n=64 dump.
+screen4="$F/grpo64_calibrated_s1/dump 12 36 16+48 --screen-n 4
+  --measured pc:16+48=$H/pc16x48screen4_calibrated_s1/metrics.jsonl"
+costmodel $R/calibrated_g64/costmodel_vs_measured.md $screen4
+costmodel $R/calibrated_g64/costmodel_per_step.md $screen4 --per-step
 # Whole-run predictions (--per-step over steps 1-30, the warm-up included) for the groups-of-64 runs not yet made
 # (batches 5, 10 and 12), made before them: from each seed's GRPO n=64 dump on the default mix, and from seed 1's on
 # the calibrated mix (seed 2's GRPO n=64 ran with them, in batch 13). PC 16+48 on the default mix and seed 1 on the
@@ -213,14 +223,16 @@ for seed in 1 2; do
 done
 # Batch 13 (2026-11-26f): #10's stages at groups of 16 on the default mix against batch 2's baselines (same launcher,
 # mix and seeds): PC 4+12 with a screen of 2, and GRPO n=16 with PODS down-sampling from 32. PC with PODS from 24 was
-# stopped at step 11 (launch.log): left out. The target is the peak of GRPO n=16's mean curve.
+# stopped at step 11 (launch.log): left out. Batch 14 (2026-11-27): PC 4+12 with GRESO skipping, seed 1 only (seed 2
+# hung in step 17; PC with PODS from 24 was stopped again, launch.log). The target is the peak of GRPO n=16's mean curve.
 mkdir -p $R/default_stages
 python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 5,10,20,30 \
   --out $R/default_stages \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl \
   pc4x12screen2_s1=$G/pc4x12screen2_default_s1/metrics.jsonl pc4x12screen2_s2=$G/pc4x12screen2_default_s2/metrics.jsonl \
-  grpo16ds32_s1=$G/grpo16ds32_default_s1/metrics.jsonl grpo16ds32_s2=$G/grpo16ds32_default_s2/metrics.jsonl >/dev/null
+  grpo16ds32_s1=$G/grpo16ds32_default_s1/metrics.jsonl grpo16ds32_s2=$G/grpo16ds32_default_s2/metrics.jsonl \
+  pc4x12skip_s1=$H/pc4x12skip_default_s1/metrics.jsonl >/dev/null
 # The cost model (pooled and per step) fed with the same seed's GRPO n=16 dump, against the stage runs.
 : >$R/default_stages/costmodel_vs_measured.md
 : >$R/default_stages/costmodel_per_step.md
