@@ -3,11 +3,15 @@
 # vLLM's V1 model runner (the V2 runner samples with FlashInfer).
 #
 # Environment (all optional): MODEL_PATH (a local model folder, or a hub id; default
-# HuggingFaceTB/SmolLM2-135M-Instruct), DATA_DIR (train.parquet and test.parquet; default
-# $OUT_DIR/data, written by data/process_arithmetic.py on first use and reused after), OUT_DIR (logs,
-# default <repo>/outputs/<experiment>), STEPS, GPU_MEM_UTIL (vLLM share, default 0.3),
-# RAY_NUM_CPUS (default 12), RAY_TMP (a Ray temp dir of its own, to run two jobs side by side),
-# DRY_RUN=1 (print the composed config and check it, without a GPU; the model is not fetched).
+# HuggingFaceTB/SmolLM2-135M-Instruct), DATA_DIR (train.parquet and test.parquet; default $OUT_DIR/data, written by
+# data/process_arithmetic.py on first use and reused after), OUT_DIR (logs, default <repo>/outputs/<experiment>),
+# STEPS, GPU_MEM_UTIL (vLLM share, default 0.3), RAY_NUM_CPUS (default 12), RAY_TMP (a Ray temp dir of its own, to run
+# jobs side by side on one host; the job then also gets a Ray head and job id of its own, as verl names its
+# weight-sync socket by the Ray job id: see run_on_own_ray; PC_SLOT_DIR, default /tmp/pc_ray_slots, holds the slot
+# locks; that head is a `ray start`, so Ray's token authentication applies as on any cluster:
+# docs/gpu-checks/launch.sh sets RAY_AUTH_MODE=disabled), DRY_RUN=1 (print the composed config and check it, without a
+# GPU; the model is not fetched), TRAINER_CMD (the command the overrides go to, default `python3 -m
+# recipe.pc.main_pc`; the tests put a stand-in there).
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MODEL_PATH=${MODEL_PATH:-HuggingFaceTB/SmolLM2-135M-Instruct}
@@ -31,6 +35,65 @@ ensure_arith_data() {
   mv "$tmp" "$dir"
 }
 
+# run_on_own_ray CMD...: run the trainer command CMD as job 32+k of a Ray head of its own, k being the first free
+# host-wide slot (1-32). Why: verl 0.9.1 syncs weights to vLLM over ipc:///tmp/rl-colocate-zmq-<Ray job id>-...sock
+# (verl/workers/rollout/vllm_rollout/vllm_rollout.py, zmq_handle), and every fresh Ray cluster numbers its first
+# driver 01000000: jobs that each started their own Ray shared one socket, and one hung when two weight syncs met.
+# The slot is a flock on $PC_SLOT_DIR/<k> (default /tmp/pc_ray_slots), held by a descriptor that this shell, the
+# trainer and the head inherit: it frees itself once they are all gone, even after a SIGKILL (a head left behind
+# keeps it, and its ports, until kill_ray_tmp ends it). The slot also gives the head its ports (GCS 10000+420k,
+# the node's 410 from there on: clear of 8265 and 10001, below 32768).
+run_on_own_ray() (
+  local slot_dir=${PC_SLOT_DIR:-/tmp/pc_ray_slots} k fd
+  mkdir -p "$slot_dir"
+  for ((k = 1; k <= 32; k++)); do
+    exec {fd}>>"$slot_dir/$k"
+    flock -n "$fd" && break
+    exec {fd}>&-
+  done
+  if [ "$k" -gt 32 ]; then
+    echo "no free Ray slot: all 32 lock files in PC_SLOT_DIR=$slot_dir are held by live jobs" >&2
+    exit 1
+  fi
+  local port=$((10000 + 420 * k)) gpus=()
+  # One Ray GPU per visible device (none when CUDA_VISIBLE_DEVICES is set empty); one if it is unset.
+  if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then IFS=, read -ra gpus <<<"$CUDA_VISIBLE_DEVICES"; else gpus=(0); fi
+  # Ray's CLI as a module: the offline bundle's `ray` script points at the build machine's interpreter.
+  # Set before the head starts, so that a signal during its start-up stops it too (stop finds no node: a no-op).
+  trap 'bash "$REPO/train_scripts/ray_cluster.sh" stop >&2' EXIT
+  trap 'exit 129' HUP
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  RAY_PORT=$port NODE_PORT_BASE=$((port + 1)) NGPUS_PER_NODE=${#gpus[@]} NUM_CPUS=${RAY_NUM_CPUS:-12} \
+    NODE_IP=127.0.0.1 NNODES=1 RAY_CLI=${RAY_CLI:-python3 -m ray.scripts.scripts} \
+    bash "$REPO/train_scripts/ray_cluster.sh" head >&2 || exit 1
+  export RAY_ADDRESS=127.0.0.1:$port
+  # Connect and disconnect until the next driver is job 32+k. The base 32 leaves room for the drivers that
+  # ray_cluster.sh's start-up check already ran (one or a few, one each 5 s until the node shows).
+  local job
+  job=$(python3 - "$RAY_ADDRESS" $((32 + k)) <<'PY'
+import sys
+
+import ray
+
+address, target = sys.argv[1], int(sys.argv[2])
+while True:
+    ray.init(address=address, logging_level="ERROR")
+    number = int.from_bytes(bytes.fromhex(ray.get_runtime_context().get_job_id()), "little")
+    ray.shutdown()
+    if number >= target - 1:
+        break
+if number != target - 1:
+    sys.exit(f"the Ray head at {address} already ran job {number}: the trainer cannot be job {target}")
+print(ray.JobID.from_int(target).hex())
+PY
+  ) || exit 1
+  echo "Ray slot $k ($slot_dir/$k): head $RAY_ADDRESS (temp dir $RAY_TMP), the trainer will be job $job" >&2
+  local rc=0
+  "$@" || rc=$?
+  exit "$rc"
+)
+
 # launch_1gpu EXPERIMENT [overrides...]
 launch_1gpu() {
   local experiment=$1
@@ -43,11 +106,17 @@ launch_1gpu() {
   fi
   export VERL_FILE_LOGGER_PATH=${VERL_FILE_LOGGER_PATH:-$out_dir/metrics.jsonl}
   echo "$experiment: model $MODEL_PATH, data $data_dir, metrics $VERL_FILE_LOGGER_PATH" >&2
-  local extra=()
-  [ -n "${RAY_TMP:-}" ] && extra+=("+ray_kwargs.ray_init._temp_dir=$RAY_TMP")
+  local trainer ray_cpus=ray_kwargs.ray_init.num_cpus="${RAY_NUM_CPUS:-12}"
+  read -ra trainer <<<"${TRAINER_CMD:-python3 -m recipe.pc.main_pc}"
+  if [ -n "${RAY_TMP:-}" ] && [ -z "${RAY_ADDRESS:-}" ]; then
+    # Side by side: a head of its own (its CPU count is the head's; Ray refuses num_cpus from a driver that
+    # connects). A dry run composes and checks the same config without starting the head.
+    ray_cpus=ray_kwargs.ray_init.num_cpus=null
+    [ "${DRY_RUN:-0}" = 1 ] || trainer=(run_on_own_ray "${trainer[@]}")
+  fi
   local validate=()
   [ "${DRY_RUN:-0}" = 1 ] && validate=(--validate)
-  python3 -m recipe.pc.main_pc "${validate[@]}" \
+  "${trainer[@]}" "${validate[@]}" \
     data.train_files="$data_dir/train.parquet" \
     data.val_files="$data_dir/test.parquet" \
     data.max_prompt_length=128 \
@@ -76,7 +145,7 @@ launch_1gpu() {
     actor_rollout_ref.rollout.agent.num_workers=1 \
     actor_rollout_ref.rollout.val_kwargs.temperature=1.0 \
     actor_rollout_ref.rollout.val_kwargs.do_sample=true \
-    ray_kwargs.ray_init.num_cpus="${RAY_NUM_CPUS:-12}" \
+    "$ray_cpus" \
     trainer.n_gpus_per_node=1 \
     trainer.nnodes=1 \
     trainer.logger="['console','file']" \
@@ -84,7 +153,7 @@ launch_1gpu() {
     trainer.total_epochs=100 \
     trainer.experiment_name="$experiment" \
     trainer.default_local_dir="$out_dir/checkpoints" \
-    "$@" "${extra[@]}"
+    "$@"
 }
 
 # Settings of the arithmetic comparison (docs/results): 32 prompts x 16 rollouts per step, lr 1e-5,

@@ -27,7 +27,10 @@ STAGGER=${STAGGER:-25}
 # its memory use meanwhile; the resume check retries its own first run (a restart would resume instead).
 RETRY="docs/gpu-checks/retry_start.sh bash"
 
-# run NAME GPUS CMD...: a detached run pinned to GPUS with its own Ray temp dir and output folder.
+# run NAME GPUS CMD...: a detached run pinned to GPUS with its own Ray temp dir and output folder. With RAY_TMP set,
+# common_1gpu.sh also gives the run a Ray head and job id of its own: verl names its weight-sync socket by the Ray
+# job id (verl/workers/rollout/vllm_rollout/vllm_rollout.py), and runs that each started a fresh Ray were all job
+# 01000000, shared that socket and hung when two weight syncs met.
 # DRY_RUN=1: only the "start" line, on stdout (what would start, and where).
 run() {
   local name=$1 gpus=$2
