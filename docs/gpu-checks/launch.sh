@@ -230,6 +230,11 @@ PY
     for f in $RUNS/*/metrics.jsonl; do
       [ -f "$f" ] && echo "$(basename "$(dirname "$f")"): $(grep -c '"training/global_step"' "$f") steps"
     done
+    # Each run's Ray job id (common_1gpu.sh's side-by-side slot): runs alive at once must all differ, or they share
+    # verl's weight-sync socket (batch 14's two hangs).
+    for f in $RUNS/*/log.txt; do
+      [ -f "$f" ] && echo "$(basename "$(dirname "$f")"): $(grep -ao 'Ray slot [0-9]* .*' "$f" | tail -n 1 | cut -c1-160)"
+    done
     tail -n 3 $RUNS/*/log.txt | cut -c1-300
     nvidia-smi --query-gpu=index,memory.used --format=csv
     ;;
