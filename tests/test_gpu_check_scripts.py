@@ -24,10 +24,47 @@ def run_with_retry(tmp_path, body: str, tries: int = 3) -> tuple[int, int, str]:
     return result.returncode, int(counter.read_text()), result.stderr
 
 
-def test_the_memory_race_is_retried_until_a_start_succeeds(tmp_path):
-    rc, runs, _ = run_with_retry(tmp_path, f'[ $n -lt 3 ] && {{ echo "{RACE}"; exit 1; }}; exit 0')
+# A side-by-side run whose own Ray head did not come up (train_scripts/ray_cluster.sh's wait_for) is retried too.
+HEAD_DOWN = "the Ray head stopped; see /tmp/ray_x/ray_cluster_head.log"
+
+
+@pytest.mark.parametrize("failure", [RACE, HEAD_DOWN])
+def test_a_failed_start_is_retried_until_a_start_succeeds(tmp_path, failure):
+    rc, runs, _ = run_with_retry(tmp_path, f'[ $n -lt 3 ] && {{ echo "{failure}"; exit 1; }}; exit 0')
     assert (rc, runs) == (0, 3)
-    assert (tmp_path / "attempt_1.log").read_text().strip() == RACE
+    assert (tmp_path / "attempt_1.log").read_text().strip() == failure
+
+
+def test_kill_ray_tmp_ends_a_heads_whole_session(tmp_path):
+    """Ray renames its agents (ray::DashboardAgent ...): their command lines do not name the temp dir, and they held
+    the head's ports after the raylet was killed. The head's session (its pid file) ends them."""
+    ray_tmp = tmp_path / "ray_x"
+    ray_tmp.mkdir()
+    sleep = "import time; time.sleep(120)"
+    code = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {sleep!r}]); {sleep}"
+    head = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        (ray_tmp / "ray_cluster_head.pid").write_text(str(head.pid))
+
+        def members():
+            return subprocess.run(["pgrep", "-s", str(head.pid)], capture_output=True, text=True).stdout.split()
+
+        for _ in range(50):
+            if len(members()) == 2:
+                break
+            subprocess.run(["sleep", "0.1"])
+        assert len(members()) == 2  # the head and its "agent", neither naming the temp dir
+        source = os.path.join(ROOT, "docs", "gpu-checks", "ray_tmp.sh")
+        subprocess.run(["bash", "-c", f'set -euo pipefail; source {source}; kill_ray_tmp "{ray_tmp}"'], check=True)
+        head.wait(timeout=10)
+        for _ in range(50):
+            if not members():
+                break
+            subprocess.run(["sleep", "0.1"])
+        assert members() == []
+    finally:
+        head.kill()
+        head.wait()
 
 
 def test_it_gives_up_after_start_tries(tmp_path):

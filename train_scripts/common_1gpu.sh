@@ -65,8 +65,8 @@ run_on_own_ray() (
   trap 'exit 130' INT
   trap 'exit 143' TERM
   RAY_PORT=$port NODE_PORT_BASE=$((port + 1)) NGPUS_PER_NODE=${#gpus[@]} NUM_CPUS=${RAY_NUM_CPUS:-12} \
-    NODE_IP=127.0.0.1 NNODES=1 RAY_CLI=${RAY_CLI:-python3 -m ray.scripts.scripts} \
-    bash "$REPO/train_scripts/ray_cluster.sh" head >&2 || exit 1
+    NODE_IP=127.0.0.1 NNODES=1 RAY_CLI=${RAY_CLI:-python3 -m ray.scripts.scripts} WAIT_NODES_S=180 \
+    bash "$REPO/train_scripts/ray_cluster.sh" head >&2 || { tail -n 40 "$RAY_TMP/ray_cluster_head.log" >&2; exit 1; }
   export RAY_ADDRESS=127.0.0.1:$port
   # Connect and disconnect until the next driver is job 32+k. The base 32 leaves room for the drivers that
   # ray_cluster.sh's start-up check already ran (one or a few, one each 5 s until the node shows).

@@ -80,6 +80,9 @@ stop_nodes() {
       kill -KILL -- "-$pid" 2>/dev/null || true
       stopped=$((stopped + 1))
     fi
+    # Also when the leader is gone already: Ray's agents (renamed ray::DashboardAgent, ...) live in its session and
+    # held the node's ports for up to 90 s after the raylet was killed.
+    pkill -KILL -s "$pid" 2>/dev/null || true
     rm -f "$pf"
   done
   echo "stopped $stopped Ray node(s) started from $RAY_TMP"
