@@ -58,12 +58,12 @@ run_on_own_ray() (
   local port=$((10000 + 420 * k)) gpus=()
   # One Ray GPU per visible device (none when CUDA_VISIBLE_DEVICES is set empty); one if it is unset.
   if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then IFS=, read -ra gpus <<<"$CUDA_VISIBLE_DEVICES"; else gpus=(0); fi
-  # Ray's CLI as a module: the offline bundle's `ray` script points at the build machine's interpreter.
   # Set before the head starts, so that a signal during its start-up stops it too (stop finds no node: a no-op).
   trap 'bash "$REPO/train_scripts/ray_cluster.sh" stop >&2' EXIT
   trap 'exit 129' HUP
   trap 'exit 130' INT
   trap 'exit 143' TERM
+  # Ray's CLI as a module: the offline bundle's `ray` script points at the build machine's interpreter.
   RAY_PORT=$port NODE_PORT_BASE=$((port + 1)) NGPUS_PER_NODE=${#gpus[@]} NUM_CPUS=${RAY_NUM_CPUS:-12} \
     NODE_IP=127.0.0.1 NNODES=1 RAY_CLI=${RAY_CLI:-python3 -m ray.scripts.scripts} WAIT_NODES_S=180 \
     bash "$REPO/train_scripts/ray_cluster.sh" head >&2 || { tail -n 40 "$RAY_TMP/ray_cluster_head.log" >&2; exit 1; }

@@ -77,11 +77,10 @@ stop_nodes() {
     if kill -0 "$pid" 2>/dev/null; then
       kill -TERM -- "-$pid" 2>/dev/null || true
       for _ in $(seq 15); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-      kill -KILL -- "-$pid" 2>/dev/null || true
       stopped=$((stopped + 1))
     fi
-    # Also when the leader is gone already: Ray's agents (renamed ray::DashboardAgent, ...) live in its session and
-    # held the node's ports for up to 90 s after the raylet was killed.
+    # The node's whole session (its process group included), also when the leader is gone already: Ray's agents
+    # (renamed ray::DashboardAgent, ...) live there and held the node's ports for up to 90 s after the raylet died.
     pkill -KILL -s "$pid" 2>/dev/null || true
     rm -f "$pf"
   done

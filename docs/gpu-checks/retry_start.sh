@@ -19,11 +19,11 @@ for ((i = 1; i <= tries; i++)); do
   grep -q "Error in memory profiling\|No available memory for the cache blocks\|the Ray head stopped\|gave up after WAIT_NODES_S" \
     "$OUT_DIR/attempt_$i.log" || exit "$rc"
   [ "$i" -lt "$tries" ] || break
-  echo "$(date +%T) attempt $i failed at vLLM start-up; retrying" >&2
+  echo "$(date +%T) attempt $i failed at start-up; retrying" >&2
   # Only this run's Ray processes: their command lines name its own temp dir.
   [ -n "${RAY_TMP:-}" ] && kill_ray_tmp "$RAY_TMP"
   rm -f "$metrics"
   sleep "${RETRY_SLEEP_S:-$((20 + RANDOM % 40))}"
 done
-echo "$(date +%T) attempt $i failed at vLLM start-up; giving up after $tries" >&2
+echo "$(date +%T) attempt $i failed at start-up; giving up after $tries" >&2
 exit "$rc"
