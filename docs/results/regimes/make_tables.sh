@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../../.."
 R=${REGIMES_OUT:-docs/results/regimes} D=docs/results/regimes/2026-11-26
 C=docs/results/regimes/2026-11-26c E=docs/results/regimes/2026-11-26d  # batch 3; batch 4a
 F=docs/results/regimes/2026-11-26e G=docs/results/regimes/2026-11-26f  # batch 11; batch 13
-H=docs/results/regimes/2026-11-27  # batch 14
+H=docs/results/regimes/2026-11-27 I=docs/results/regimes/2026-11-27b  # batch 14; batch 17
 # dapo16_calibrated_s1 reached step 29 in batch 4a and ran again, to step 30, in batch 11: every table uses that run.
 CAL_DAPO=("" $F $E)  # the folder of dapo16_calibrated_s<seed>
 MEANS=training/num_gen_batches,actor/grad_norm,actor/ppo_kl,actor/pg_clipfrac,actor/entropy,training/zero_variance_group_frac,filtering_stats/pass_rate,filtering_stats/too_correct_rate,filtering_stats/too_incorrect_rate
@@ -246,4 +246,22 @@ for seed in 1 2; do
       --measured grpo=$G/grpo16ds32_default_s$seed/metrics.jsonl
   done
 done
-ls $R/default $R/spread $R/default_g64 $R/calibrated $R/calibrated_g64 $R/default_stages
+# Batch 17 (2026-11-27b): the test of PC 4+60's 0.81x, written down before it ran (README). GRPO n=64 on the
+# calibrated mix for 36 steps, seeds 1-3 (the lease's device time ran out in step 36: 35 steps, 26,880 rollouts),
+# and PC 4+60's seed 3. Target: the peak of those GRPO runs' mean curve. The 30-step GRPO n=64 runs of seeds 1-2
+# (batches 11 and 13: the same lines but the step count) stand beside them as a rerun of the same seeds.
+python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo64t36 --means $MEANS --at-steps 5,10,15,20,25,30,35 \
+  --out $R/calibrated_g64_t36 \
+  grpo64t36_s1=$I/grpo64t36_calibrated_s1/metrics.jsonl grpo64t36_s2=$I/grpo64t36_calibrated_s2/metrics.jsonl \
+  grpo64t36_s3=$I/grpo64t36_calibrated_s3/metrics.jsonl \
+  grpo64_s1=$F/grpo64_calibrated_s1/metrics.jsonl grpo64_s2=$G/grpo64_calibrated_s2/metrics.jsonl \
+  pc4x60_s1=$H/pc4x60_calibrated_s1/metrics.jsonl pc4x60_s2=$H/pc4x60_calibrated_s2/metrics.jsonl \
+  pc4x60_s3=$I/pc4x60_calibrated_s3/metrics.jsonl \
+  pc16x48_s1=$F/pc16x48_calibrated_s1/metrics.jsonl pc16x48_s2=$G/pc16x48_calibrated_s2/metrics.jsonl \
+  pc8x56_s1=$G/pc8x56_calibrated_s1/metrics.jsonl pc8x56_s2=$G/pc8x56_calibrated_s2/metrics.jsonl \
+  pc16x48screen4_s1=$H/pc16x48screen4_calibrated_s1/metrics.jsonl >/dev/null
+# PC 4+60 seed 3 against its own seed's GRPO dump, over the 30 steps it ran.
+seed3="$I/grpo64t36_calibrated_s3/dump 12 36 4+60 --steps 1:30 --measured pc:4+60=$I/pc4x60_calibrated_s3/metrics.jsonl"
+costmodel $R/calibrated_g64/costmodel_vs_measured.md $seed3
+costmodel $R/calibrated_g64/costmodel_per_step.md $seed3 --per-step
+ls $R/default $R/spread $R/default_g64 $R/calibrated $R/calibrated_g64 $R/calibrated_g64_t36 $R/default_stages
