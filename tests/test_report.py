@@ -742,3 +742,51 @@ def test_extra_tables_cover_only_the_runs_the_main_table_used(logs, tmp_path, ca
     assert report.main([*argv, "--out", str(tmp_path / "seeds"), "--no-plot"]) == 0
     means = (tmp_path / "seeds" / "means_table.md").read_text()
     assert "| grpo | 1 |" in means and "| x |" not in means
+
+
+def test_accuracy_at_rollouts_interpolates_between_validation_points_and_never_extrapolates(logs):
+    curves = {label: report.validation_curve(report.load_run(logs[label]), {"a": AIME, "m": MATH}) for label in logs}
+    budgets = [150, 300, 500]
+    # grpo: 0.2, 0.3, 0.4, 0.3 at 0, 200, 400, 600 rollouts; pc: 0.2, 0.4, 0.5, 0.45 at 0, 100, 200, 300.
+    assert report.accuracy_at_rollouts(curves["grpo"], budgets) == pytest.approx([0.275, 0.35, 0.35])
+    pc = report.accuracy_at_rollouts(curves["pc"], budgets)
+    assert pc[:2] == pytest.approx([0.45, 0.45]) and pc[2] is None  # 500 is past pc's last point (300)
+    # dapo: 0.2, 0.25, 0.4, 0.45 at 0, 300, 600, 900.
+    assert report.accuracy_at_rollouts(curves["dapo"], budgets) == pytest.approx([0.225, 0.25, 0.35])
+    late = curves["grpo"].iloc[1:]  # a curve that starts at 200 rollouts has no value before it
+    assert report.accuracy_at_rollouts(late, [100, 200]) == [None, pytest.approx(0.3)]
+
+
+def test_at_rollouts_gives_a_configurations_mean_only_where_every_seed_got_that_far():
+    def curve(rollouts, accuracy):
+        return pd.DataFrame({"rollouts": rollouts, "smoothed": accuracy}, index=pd.Index(range(len(rollouts))))
+
+    curves = {
+        "pc_s1": curve([0, 100, 200], [0.1, 0.3, 0.5]),
+        "pc_s2": curve([0, 120], [0.1, 0.4]),  # stopped at 120 rollouts
+        "grpo": curve([0, 200], [0.1, 0.3]),
+    }
+    table = report.at_rollouts_table(curves, {"pc": ["pc_s1", "pc_s2"], "grpo": ["grpo"]}, [100, 200])
+    pc = table[table["configuration"] == "pc"].to_dict("records")
+    assert pc[0]["runs_there"] == 2 and pc[0]["mean"] == pytest.approx((0.3 + 0.1 + 0.3 * 100 / 120) / 2)
+    assert (pc[0]["min"], pc[0]["max"]) == (pytest.approx(0.3), pytest.approx(0.35))
+    assert pc[1]["runs_there"] == 1 and pd.isna(pc[1]["mean"]) and pc[1]["values"] == "0.5000,"
+    text = report.at_rollouts_markdown(table, [100, 200])
+    assert "| pc | 2 | 0.325 (0.300–0.350) | — (1 of 2) |" in text
+    assert "| grpo | 1 | 0.200 | 0.300 |" in text
+
+
+def test_cli_at_rollouts_per_run_and_per_configuration(logs, tmp_path, capsys):
+    code, stdout, _ = run_main([*specs(logs), "--at-rollouts", "150,300,500"], tmp_path, capsys)
+    assert code == 0
+    text = (tmp_path / "out" / "at_rollouts.md").read_text()
+    assert "| pc | 1 | 0.450 | 0.450 | — (0 of 1) |" in text and text in stdout
+    assert "| grpo | 1 | 0.275 | 0.350 | 0.350 |" in text
+    argv = [f"grpo_s1={logs['grpo']}", f"grpo_s2={logs['dapo']}", f"pc_s1={logs['pc']}", "--seeds"]
+    assert report.main([*argv, "--at-rollouts", "300", "--out", str(tmp_path / "s"), "--no-plot"]) == 0
+    seeds = (tmp_path / "s" / "at_rollouts.md").read_text()
+    assert "| grpo | 2 | 0.300 (0.250–0.350) |" in seeds and "| pc | 1 | 0.450 |" in seeds
+    for bad in ("0", "100,x"):
+        with pytest.raises(SystemExit):
+            report.main([*specs(logs), "--at-rollouts", bad, "--out", str(tmp_path / "bad"), "--no-plot"])
+        assert "--at-rollouts" in capsys.readouterr().err

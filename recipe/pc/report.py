@@ -69,6 +69,11 @@ exist even where some seed never reaches the target.
 ``--at-steps S1,S2``: each run's validation accuracy (averaged and smoothed as for the table) and cumulative
 generated rollouts at those validation steps, as ``at_steps.md`` and after the table on stdout.
 
+``--at-rollouts R1,R2``: each run's validation accuracy at those cumulative generated rollouts, linear between its
+validation points and left empty past its last one (no extrapolation), as ``at_rollouts.md``/``.csv`` and after the
+table on stdout; with ``--seeds``, per configuration the mean of its seeds and their min-max, given only where every
+seed got that far. This is the comparison at equal budget, where rollouts-to-target compares speed to one accuracy.
+
 ``--means M1,M2``: each metric's mean over the steps that logged it, per run (with ``--seeds``: per configuration,
 the mean of its seeds' means and their min–max), as ``means_table.md``/``.csv`` and after the table on stdout.
 
@@ -870,6 +875,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="also a table of each run's validation accuracy and cumulative rollouts at these steps (at_steps.md)",
     )
     parser.add_argument(
+        "--at-rollouts",
+        metavar="R1,R2",
+        type=_budgets,
+        help="also a table of each run's (or, with --seeds, configuration's) validation accuracy at these cumulative "
+        "generated rollouts, linear between validation points (at_rollouts.md)",
+    )
+    parser.add_argument(
         "--equal-accuracy",
         action="store_true",
         help="with --seeds: each configuration's mean curve against the baseline's at equal accuracy, step by step "
@@ -888,6 +900,16 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {args.out}: exists and is not a folder")
     return args
+
+
+def _budgets(text: str) -> list[float]:
+    try:
+        budgets = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated rollout counts, got {text!r}") from None
+    if not budgets or any(b <= 0 for b in budgets):
+        raise argparse.ArgumentTypeError(f"rollout counts must be positive, got {text!r}")
+    return budgets
 
 
 def _parse_runs(specs: list[str]) -> dict[str, RunSource]:
@@ -1095,6 +1117,77 @@ def at_steps_markdown(curves: dict[str, pd.DataFrame], steps: list[int]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def accuracy_at_rollouts(curve: pd.DataFrame, budgets: list[float]) -> list[float | None]:
+    """The curve's smoothed accuracy at each budget of cumulative generated rollouts, linear between the validation
+    points on either side; None before its first point or past its last (a run that stopped has no value there)."""
+    rollouts, accuracy = curve["rollouts"].tolist(), curve["smoothed"].tolist()
+    values: list[float | None] = []
+    for budget in budgets:
+        after = next((i for i, r in enumerate(rollouts) if r >= budget - _TOLERANCE), None)
+        if after is None or (after == 0 and rollouts[0] > budget + _TOLERANCE):
+            values.append(None)
+        elif rollouts[after] <= budget + _TOLERANCE:
+            values.append(float(accuracy[after]))
+        else:
+            t = (budget - rollouts[after - 1]) / (rollouts[after] - rollouts[after - 1])
+            values.append(float(accuracy[after - 1] + t * (accuracy[after] - accuracy[after - 1])))
+    return values
+
+
+def at_rollouts_table(curves: dict[str, pd.DataFrame], groups: dict[str, list[str]], budgets: list[float]):
+    """Per configuration (its runs in ``groups``) and budget: how many runs got that far, and the mean, min and max
+    of their accuracy there, the mean only where all of them did (a mean over the seeds that ran longer would
+    favour them)."""
+    rows = []
+    for config, labels in groups.items():
+        per_run = {label: accuracy_at_rollouts(curves[label], budgets) for label in labels}
+        for i, budget in enumerate(budgets):
+            reached = [per_run[label][i] for label in labels if per_run[label][i] is not None]
+            complete = len(reached) == len(labels)
+            rows.append(
+                {
+                    "configuration": config,
+                    "rollouts": budget,
+                    "runs": len(labels),
+                    "runs_there": len(reached),
+                    "mean": sum(reached) / len(reached) if complete else None,
+                    "min": min(reached) if complete else None,
+                    "max": max(reached) if complete else None,
+                    "values": ",".join(
+                        "" if per_run[label][i] is None else f"{per_run[label][i]:.4f}" for label in labels
+                    ),
+                }
+            )
+    table = pd.DataFrame(
+        rows, columns=["configuration", "rollouts", "runs", "runs_there", "mean", "min", "max", "values"]
+    )
+    for column in ("mean", "min", "max"):
+        table[column] = pd.to_numeric(table[column])
+    return table
+
+
+def at_rollouts_markdown(table: pd.DataFrame, budgets: list[float]) -> str:
+    lines = [
+        "Validation accuracy (as averaged for the table) at equal cumulative generated rollouts: each run's curve "
+        "linear between its validation points, nothing past its last one; for a configuration of several seeds the "
+        "mean of the seeds and their min–max, given only where every seed got that far (else how many did).",
+        "",
+        "| configuration | runs | " + " | ".join(f"acc. at {b:,.0f} rollouts" for b in budgets) + " |",
+        "|" + "---|" * (2 + len(budgets)),
+    ]
+    for config, rows in table.groupby("configuration", sort=False):
+        cells = []
+        for row in rows.to_dict("records"):
+            if pd.isna(row["mean"]):
+                cells.append(f"— ({row['runs_there']} of {row['runs']})")
+            elif row["runs"] > 1:
+                cells.append(f"{row['mean']:.3f} ({row['min']:.3f}–{row['max']:.3f})")
+            else:
+                cells.append(f"{row['mean']:.3f}")
+        lines.append(f"| {config} | {rows['runs'].iloc[0]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
     """Run the whole report; returns the Markdown table and the files written.
 
@@ -1113,6 +1206,12 @@ def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
     if args.at_steps:
         extra = at_steps_markdown({label: curves[label] for label in kept}, args.at_steps)
         _write(args.out / "at_steps.md", extra, written)
+        markdown += "\n" + extra
+    if args.at_rollouts:
+        groups = seed_groups(kept) if args.seeds else {label: [label] for label in kept}
+        table = at_rollouts_table(curves, groups, args.at_rollouts)
+        extra = at_rollouts_markdown(table, args.at_rollouts)
+        _write_table(args.out, "at_rollouts", extra, table, written)
         markdown += "\n" + extra
     if args.means:
         metrics = [m.strip() for m in args.means.split(",") if m.strip()]

@@ -10,6 +10,9 @@ F=docs/results/regimes/2026-11-26e G=docs/results/regimes/2026-11-26f  # batch 1
 H=docs/results/regimes/2026-11-27 I=docs/results/regimes/2026-11-27b  # batch 14; batch 17
 # dapo16_calibrated_s1 reached step 29 in batch 4a and ran again, to step 30, in batch 11: every table uses that run.
 CAL_DAPO=("" $F $E)  # the folder of dapo16_calibrated_s<seed>
+# Accuracy at equal generated rollouts (at_rollouts.md), added after batch 17 to every folder: at GRPO's cumulative
+# rollouts at its steps 10, 20 and 30, 512 or 768 a step (groups of 16, 64), so GRPO's whole budget is the last column.
+G16=--at-rollouts=5120,10240,15360 G64=--at-rollouts=7680,15360,23040
 MEANS=training/num_gen_batches,actor/grad_norm,actor/ppo_kl,actor/pg_clipfrac,actor/entropy,training/zero_variance_group_frac,filtering_stats/pass_rate,filtering_stats/too_correct_rate,filtering_stats/too_incorrect_rate
 # costmodel OUT DUMP B G SPLIT [plan options: --measured KIND=LOG..., --per-step]: the cost model fed with DUMP's
 # pass rates (the GRPO run of the same mix and seed) per 10 steps, beside the measured runs; appended to OUT.
@@ -21,11 +24,11 @@ costmodel() {
 }
 # Accuracy against generated rollouts, seeds aggregated. pc4x12_spread_s2 of batch 2 stopped at step 2 and is left
 # out; batch 11 ran it again ($F). pc4x12ref: PC 4+12 under preset=reference (its mini-batch arithmetic), one seed.
-python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 --out $R/default \
+python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 $G16 --out $R/default \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl \
   pc4x12ref_s1=$F/pc4x12ref_default_s1/metrics.jsonl >/dev/null
-python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 --out $R/spread \
+python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 $G16 --out $R/spread \
   grpo16_s1=$D/grpo16_spread_s1/metrics.jsonl grpo16_s2=$D/grpo16_spread_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_spread_s1/metrics.jsonl pc4x12_s2=$F/pc4x12_spread_s2/metrics.jsonl >/dev/null
 for mix in default spread; do
@@ -50,7 +53,7 @@ python -m recipe.pc.plan $D/grpo16_default_s1/dump --steps 2:10 --train-batch-si
 
 # Batch 3 (2026-11-26c): groups of 64 on the default mix. PC 8+56 and 4+60 were stopped at steps 4-6 (launch.log):
 # left out. The target is the peak of GRPO n=64's mean curve (the PC runs' group size).
-python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,20,30 --out $R/default_g64 \
+python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,20,30 $G64 --out $R/default_g64 \
   grpo64_s1=$C/grpo64_default_s1/metrics.jsonl grpo64_s2=$C/grpo64_default_s2/metrics.jsonl \
   pc16x48_s1=$C/pc16x48_default_s1/metrics.jsonl pc16x48_s2=$C/pc16x48_default_s2/metrics.jsonl >/dev/null
 python -m recipe.pc.plan $C/grpo64_default_s1/dump --window 10 --by-source \
@@ -68,7 +71,7 @@ done
 # Batch 4a (2026-11-26d, 2 GPUs): groups of 16 on the calibrated mix, GRPO, PC 4+12 and DAPO (DAPO seed 1 from batch
 # 11). Target: the peak of GRPO n=16's mean curve.
 mkdir -p $R/calibrated
-python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,15,20,25,30 --out $R/calibrated \
+python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,15,20,25,30 $G16 --out $R/calibrated \
   grpo16_s1=$E/grpo16_calibrated_s1/metrics.jsonl grpo16_s2=$E/grpo16_calibrated_s2/metrics.jsonl \
   pc4x12_s1=$E/pc4x12_calibrated_s1/metrics.jsonl pc4x12_s2=$E/pc4x12_calibrated_s2/metrics.jsonl \
   dapo16_s1=$F/dapo16_calibrated_s1/metrics.jsonl dapo16_s2=$E/dapo16_calibrated_s2/metrics.jsonl >/dev/null
@@ -132,7 +135,7 @@ costmodel $R/default/costmodel_per_step.md $D/grpo16_default_s1/dump 32 96 4+12 
 # curve; the cost model fed with the same seed's GRPO n=64 dump, pooled and per step.
 CAL64=("" $F $G)  # the folder of grpo64_calibrated_s<seed> and pc16x48_calibrated_s<seed>
 mkdir -p $R/calibrated_g64
-python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,15,20,25,30 --out $R/calibrated_g64 \
+python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,15,20,25,30 $G64 --out $R/calibrated_g64 \
   grpo64_s1=$F/grpo64_calibrated_s1/metrics.jsonl grpo64_s2=$G/grpo64_calibrated_s2/metrics.jsonl \
   pc16x48_s1=$F/pc16x48_calibrated_s1/metrics.jsonl pc16x48_s2=$G/pc16x48_calibrated_s2/metrics.jsonl \
   pc8x56_s1=$G/pc8x56_calibrated_s1/metrics.jsonl pc8x56_s2=$G/pc8x56_calibrated_s2/metrics.jsonl \
@@ -226,7 +229,7 @@ done
 # stopped at step 11 (launch.log): left out. Batch 14 (2026-11-27): PC 4+12 with GRESO skipping, seed 1 only (seed 2
 # hung in step 17; PC with PODS from 24 was stopped again, launch.log). The target is the peak of GRPO n=16's mean curve.
 mkdir -p $R/default_stages
-python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 5,10,20,30 \
+python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 5,10,20,30 $G16 \
   --out $R/default_stages \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl \
@@ -249,8 +252,10 @@ done
 # Batch 17 (2026-11-27b): the test of PC 4+60's 0.81x, written down before it ran (README). GRPO n=64 on the
 # calibrated mix for 36 steps, seeds 1-3 (the lease's device time ran out in step 36: 35 steps, 26,880 rollouts),
 # and PC 4+60's seed 3. Target: the peak of those GRPO runs' mean curve. The 30-step GRPO n=64 runs of seeds 1-2
-# (batches 11 and 13: the same lines but the step count) stand beside them as a rerun of the same seeds.
+# (batches 11 and 13: the same lines but the step count) stand beside them as a rerun of the same seeds. Accuracy at
+# equal rollouts (at GRPO's validation steps 10, 20, 30 and 35) was added after the run; it is not the test fixed before.
 python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo64t36 --means $MEANS --at-steps 5,10,15,20,25,30,35 \
+  --at-rollouts 7680,15360,23040,26880 \
   --out $R/calibrated_g64_t36 \
   grpo64t36_s1=$I/grpo64t36_calibrated_s1/metrics.jsonl grpo64t36_s2=$I/grpo64t36_calibrated_s2/metrics.jsonl \
   grpo64t36_s3=$I/grpo64t36_calibrated_s3/metrics.jsonl \
