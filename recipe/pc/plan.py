@@ -68,7 +68,8 @@ CRITERION_CAVEAT = (
     "measured) and still needed more rollouts to reach GRPO's accuracy (1.4x GRPO's by the seeds' mean curves, "
     "near the seed spread); PC 16+48 against GRPO n=64 needed 1.3x; on a mix with pass rates spread over (0, 1) "
     "PC 4+12 paid the same per informative group as GRPO n=16 (30) and needed 1.9x, PC 16+48 needed 1.2x, and "
-    "PC 8+56 paid less per informative group than GRPO n=64 (85 against 93) and still needed 1.1x. At the same "
+    "PC 8+56 paid less per informative group than GRPO n=64 (85 against 93) and still needed 1.1x; PC 4+60, the "
+    "cheapest split there, reached parity (1.0x, three seeds each against a 35-step GRPO run). At the same "
     "group size a PC step costs at least (n_pilot*G/B + n_commit)/n GRPO steps. Check a recommendation with short "
     "runs."
 )
