@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 from conftest import ROOT
@@ -74,6 +75,23 @@ def _finish(process):
     return process.returncode, err
 
 
+def _held_slots(slot_dir, slots, timeout=30.0):
+    """The slots among ``slots`` still locked after ``timeout`` s. A job's lock goes with its last process, and a
+    process that is exiting has already lost its command line (ps no longer names it) before its files are closed."""
+    deadline = time.time() + timeout
+    while True:
+        held = []
+        for k in slots:
+            with open(os.path.join(slot_dir, str(k)), "a") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    held.append(k)
+        if not held or time.time() > deadline:
+            return held
+        time.sleep(0.2)
+
+
 def _processes_naming(path):
     out = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if path in line]
@@ -113,8 +131,9 @@ def test_two_side_by_side_jobs_get_their_own_head_and_job_id(short_tmp):
     for name in ("a", "b"):
         assert _processes_naming(os.path.join(short_tmp, name)) == [], "a head outlived its job"
 
-    # Both slots were released: a third job gets slot 1 again; its trainer's failure is the launcher's exit status,
-    # and its head is stopped all the same.
+    # Both slots were released, and a third job gets slot 1 again; its trainer's failure is the launcher's exit
+    # status, and its head is stopped all the same.
+    assert _held_slots(os.path.join(short_tmp, "slots"), (1, 2)) == [], "a slot outlived its job"
     rc, err = _finish(_launch(short_tmp, "c", rc=3))
     assert rc == 3, err[-3000:]
     assert "Ray slot 1 " in err
