@@ -1077,6 +1077,11 @@ def means_table(frames: dict[str, pd.DataFrame], metrics: list[str], seeds: bool
     return pd.DataFrame(rows)
 
 
+def _mean_and_range(mean: float, low: float, high: float, runs: int, fmt: str) -> str:
+    """A table cell: the mean, and the runs' min–max when there are several."""
+    return f"{mean:{fmt}} ({low:{fmt}}–{high:{fmt}})" if runs > 1 else f"{mean:{fmt}}"
+
+
 def means_markdown(table: pd.DataFrame, metrics: list[str]) -> str:
     key = table.columns[0]
     lines = [
@@ -1092,10 +1097,8 @@ def means_markdown(table: pd.DataFrame, metrics: list[str]) -> str:
         for m in metrics:
             if pd.isna(row[m]):
                 cells.append("—")
-            elif row["runs"] > 1:
-                cells.append(f"{row[m]:.4g} ({row[f'{m} min']:.4g}–{row[f'{m} max']:.4g})")
             else:
-                cells.append(f"{row[m]:.4g}")
+                cells.append(_mean_and_range(row[m], row[f"{m} min"], row[f"{m} max"], row["runs"], ".4g"))
         lines.append(f"| {row[key]} | {row['runs']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -1180,10 +1183,8 @@ def at_rollouts_markdown(table: pd.DataFrame, budgets: list[float]) -> str:
         for row in rows.to_dict("records"):
             if pd.isna(row["mean"]):
                 cells.append(f"— ({row['runs_there']} of {row['runs']})")
-            elif row["runs"] > 1:
-                cells.append(f"{row['mean']:.3f} ({row['min']:.3f}–{row['max']:.3f})")
             else:
-                cells.append(f"{row['mean']:.3f}")
+                cells.append(_mean_and_range(row["mean"], row["min"], row["max"], row["runs"], ".3f"))
         lines.append(f"| {config} | {rows['runs'].iloc[0]} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
