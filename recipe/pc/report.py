@@ -94,6 +94,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 logger = logging.getLogger(__name__)
@@ -1123,18 +1124,9 @@ def at_steps_markdown(curves: dict[str, pd.DataFrame], steps: list[int]) -> str:
 def accuracy_at_rollouts(curve: pd.DataFrame, budgets: list[float]) -> list[float | None]:
     """The curve's smoothed accuracy at each budget of cumulative generated rollouts, linear between the validation
     points on either side; None before its first point or past its last (a run that stopped has no value there)."""
-    rollouts, accuracy = curve["rollouts"].tolist(), curve["smoothed"].tolist()
-    values: list[float | None] = []
-    for budget in budgets:
-        after = next((i for i, r in enumerate(rollouts) if r >= budget - _TOLERANCE), None)
-        if after is None or (after == 0 and rollouts[0] > budget + _TOLERANCE):
-            values.append(None)
-        elif rollouts[after] <= budget + _TOLERANCE:
-            values.append(float(accuracy[after]))
-        else:
-            t = (budget - rollouts[after - 1]) / (rollouts[after] - rollouts[after - 1])
-            values.append(float(accuracy[after - 1] + t * (accuracy[after] - accuracy[after - 1])))
-    return values
+    rollouts, accuracy = curve["rollouts"].to_numpy(), curve["smoothed"].to_numpy()
+    first, last = rollouts[0] - _TOLERANCE, rollouts[-1] + _TOLERANCE
+    return [float(np.interp(b, rollouts, accuracy)) if first <= b <= last else None for b in budgets]
 
 
 def at_rollouts_table(curves: dict[str, pd.DataFrame], groups: dict[str, list[str]], budgets: list[float]):
