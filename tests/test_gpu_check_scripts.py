@@ -184,6 +184,66 @@ def test_batch_plan_spreads_runs_over_the_hosts_gpus_and_picks_named_lines(tmp_p
     assert empty.returncode == 2 and "no run in" in empty.stderr
 
 
+def test_batch_plan_cycles_over_the_gpus_named_in_GPUS_and_refuses_others(tmp_path):
+    batch = tmp_path / "batch.txt"
+    batch.write_text(BATCH)
+    # Groups-of-16 runs packed on GPU 3 while the groups-of-64 runs of the same lease have GPUs 0-2 to themselves.
+    plan = launch("batch-plan", str(batch), "b_s1", "c_s1", "a_s10", NGPUS="4", GPUS="3")
+    assert [line.split()[:2] for line in plan.stdout.splitlines()] == [["a_s10", "3"], ["b_s1", "3"], ["c_s1", "3"]]
+    plan = launch("batch-plan", str(batch), NGPUS="4", GPUS="2 0")
+    assert [line.split()[1] for line in plan.stdout.splitlines()] == ["2", "0", "2", "0"]
+    for bad, why in (
+        ("4", "no GPU 4 on this host (0 to 3)"),
+        ("1 x", "no GPU x"),
+        ("-1", "no GPU -1"),
+        (" ", "GPUS is empty"),
+    ):
+        refused = launch("batch-plan", str(batch), NGPUS="4", GPUS=bad)
+        assert refused.returncode == 2 and why in refused.stderr and refused.stdout == "", (bad, refused.stderr)
+
+
+def test_batch_waits_before_a_second_run_on_a_gpu_and_not_between_gpus(tmp_path):
+    batch = tmp_path / "batch.txt"
+    batch.write_text(BATCH)
+    env = {**os.environ, "NGPUS": "4", "DRY_RUN": "1", "RUNS": str(tmp_path / "runs"), "WAVE_GAP": "7"}
+
+    def steps(**extra) -> list[str]:
+        done = subprocess.run(
+            ["bash", LAUNCH, "batch", str(batch)], env={**env, **extra}, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return [line.split(":")[0] for line in done.stdout.splitlines()]
+
+    # One wave over GPUs 0-3: no wait. All on one GPU: a wait before every run after the first (vLLM's start-up
+    # memory check races with another engine starting on the same GPU).
+    assert steps() == [f"start {n} on GPUs {g}" for n, g in (("a_s1", 0), ("a_s10", 1), ("b_s1", 2), ("c_s1", 3))]
+    assert steps(GPUS="3") == [
+        "start a_s1 on GPUs 3",
+        "wait 7 s",
+        "start a_s10 on GPUs 3",
+        "wait 7 s",
+        "start b_s1 on GPUs 3",
+        "wait 7 s",
+        "start c_s1 on GPUs 3",
+    ]
+    # Two waves over two GPUs: one wait, between them.
+    assert steps(GPUS="0 1") == [
+        "start a_s1 on GPUs 0",
+        "start a_s10 on GPUs 1",
+        "wait 7 s",
+        "start b_s1 on GPUs 0",
+        "start c_s1 on GPUs 1",
+    ]
+    assert steps(GPUS="0 1 0") == [
+        "start a_s1 on GPUs 0",
+        "start a_s10 on GPUs 1",
+        "wait 7 s",
+        "start b_s1 on GPUs 0",
+        "wait 7 s",
+        "start c_s1 on GPUs 0",
+    ]
+
+
 def test_batch_plan_counts_the_gpus_nvidia_smi_lists(tmp_path):
     batch = tmp_path / "batch.txt"
     batch.write_text(BATCH)

@@ -10,7 +10,8 @@
 #   bash docs/gpu-checks/launch.sh batch2    # 8 regime runs (2 a GPU) and the checks still missing, 20-30 s apart
 #   bash docs/gpu-checks/launch.sh tp2 NAME  # the rollout-TP-2 GRPO check alone, logs under /tmp/runs/NAME/
 #   bash docs/gpu-checks/launch.sh batch docs/results/regimes/batch3.txt [NAME...]  # a regime batch file (or its
-#                                            named lines), run i on GPU i mod the GPU count; batch-plan lists them
+#                                            named lines), run i on GPU i mod the GPU count (GPUS="3" or "0 2": cycle
+#                                            over those GPUs only); batch-plan lists them
 #                                            (DRY_RUN=1: print what would start, start nothing)
 #   bash docs/gpu-checks/launch.sh stop "WHY" NAME...   # stop runs (and their Ray processes), noted in launch.log
 #   bash docs/gpu-checks/launch.sh collect   # a tarball of the logs into $OUT
@@ -100,12 +101,18 @@ case "${1:?setup | checks | regime | batch2 | batch FILE [NAME...] | batch-plan 
     ;;
   batch-plan)
     # The runs `batch FILE [NAME...]` would start, one line each: NAME GPU MIX SCRIPT OVERRIDES. Names given pick
-    # those lines of FILE (a name not in FILE is an error, before anything starts); run i goes on GPU i mod NGPUS
-    # (default: the GPUs nvidia-smi lists).
+    # those lines of FILE (a name not in FILE is an error, before anything starts); run i goes on the i-th GPU, mod
+    # their count, of GPUS (default: all NGPUS, which defaults to the GPUs nvidia-smi lists). GPUS keeps a lease's
+    # runs apart: groups-of-64 runs alone on some GPUs, the groups-of-16 runs packed on the others.
     file=${2:?a batch file, e.g. docs/results/regimes/batch3.txt}
     shift 2
     ngpus=${NGPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)}
     [ "$ngpus" -ge 1 ] 2>/dev/null || { echo "no GPUs (set NGPUS)" >&2; exit 2; }
+    read -r -a gpus <<<"${GPUS:-$(seq -s ' ' 0 $((ngpus - 1)))}"
+    [ ${#gpus[@]} -ge 1 ] || { echo "GPUS is empty" >&2; exit 2; }
+    for g in "${gpus[@]}"; do
+      [[ $g =~ ^[0-9]+$ ]] && [ "$g" -lt "$ngpus" ] || { echo "GPUS: no GPU $g on this host (0 to $((ngpus - 1)))" >&2; exit 2; }
+    done
     # Names compare whole, as strings (a name is not a pattern).
     names=$(awk '$1 !~ /^#/ && NF {print $1}' "$file")
     for want in "$@"; do
@@ -115,7 +122,7 @@ case "${1:?setup | checks | regime | batch2 | batch FILE [NAME...] | batch-plan 
     while read -r name mix script overrides; do
       case "$name" in '' | '#'*) continue ;; esac
       if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qxF -- "$name"; then continue; fi
-      echo "$name $((i % ngpus)) $mix $script${overrides:+ $overrides}"
+      echo "$name ${gpus[$((i % ${#gpus[@]}))]} $mix $script${overrides:+ $overrides}"
       i=$((i + 1))
     done <"$file"
     [ "$i" -gt 0 ] || { echo "no run in $file" >&2; exit 2; }
@@ -124,19 +131,21 @@ case "${1:?setup | checks | regime | batch2 | batch FILE [NAME...] | batch-plan 
     # A regime batch file (docs/results/regimes/batch*.txt), or the named lines of it, as batch-plan lists them:
     # 30 steps (a line's own trainer.total_training_steps comes after STEPS and wins), every generated rollout
     # dumped. Started in waves of one run a GPU: engines on different GPUs do not race, so a wave starts within
-    # seconds and the next waits WAVE_GAP (the same-GPU race: in batch 4a a 25 s gap cost one run a failed start and
-    # a 3-minute restart; batch 3's 80 s between runs on a GPU cost none).
+    # seconds, and a run whose GPU already got one in this wave waits WAVE_GAP and opens the next (the same-GPU race:
+    # in batch 4a a 25 s gap cost one run a failed start and a 3-minute restart; batch 3's 80 s between runs on a GPU
+    # cost none). Runs already on a GPU from an earlier call are not known here: start a second call after the gap.
     plan=$(bash "$REPO/docs/gpu-checks/launch.sh" batch-plan "${@:2}")
     mkdir -p $RUNS
     export CPUS=5
-    ngpus=$(($(echo "$plan" | awk '{print $2}' | sort -n | tail -1) + 1))
-    i=0
+    wave=" "
     while read -r name gpu mix script overrides; do
-      gap=2
-      [ $((i % ngpus)) = $((ngpus - 1)) ] && gap=${WAVE_GAP:-60}
-      MEM=0.10 STAGGER=$gap run "$name" "$gpu" MODEL_PATH=$M DATA_DIR=$D/$mix STEPS=30 \
+      if [[ $wave == *" $gpu "* ]]; then
+        [ "${DRY_RUN:-0}" = 1 ] && echo "wait ${WAVE_GAP:-60} s" || sleep "${WAVE_GAP:-60}"
+        wave=" "
+      fi
+      wave+="$gpu "
+      MEM=0.10 STAGGER=2 run "$name" "$gpu" MODEL_PATH=$M DATA_DIR=$D/$mix STEPS=30 \
         bash train_scripts/$script $overrides trainer.rollout_data_dir=$RUNS/$name/dump
-      i=$((i + 1))
     done <<<"$plan"
     ;;
   stop)
