@@ -8,6 +8,7 @@ R=${REGIMES_OUT:-docs/results/regimes} D=docs/results/regimes/2026-11-26
 C=docs/results/regimes/2026-11-26c E=docs/results/regimes/2026-11-26d  # batch 3; batch 4a
 F=docs/results/regimes/2026-11-26e G=docs/results/regimes/2026-11-26f  # batch 11; batch 13
 H=docs/results/regimes/2026-11-27 I=docs/results/regimes/2026-11-27b  # batch 14; batch 17
+J=docs/results/regimes/2026-11-27c  # batch 15
 # dapo16_calibrated_s1 reached step 29 in batch 4a and ran again, to step 30, in batch 11: every table uses that run.
 CAL_DAPO=("" $F $E)  # the folder of dapo16_calibrated_s<seed>
 # Accuracy at equal generated rollouts (at_rollouts.md), added after batch 17 to every folder: at GRPO's cumulative
@@ -51,17 +52,22 @@ echo "Steps 2-10 only (without the warm-up step):" >>$R/default/costmodel_vs_mea
 python -m recipe.pc.plan $D/grpo16_default_s1/dump --steps 2:10 --train-batch-size 32 --gen-batch-size 96 --pc 4+12 \
   --measured pc:4+12=$D/pc4x12_default_s1/metrics.jsonl >>$R/default/costmodel_vs_measured.md
 
-# Batch 3 (2026-11-26c): groups of 64 on the default mix. PC 8+56 and 4+60 were stopped at steps 4-6 (launch.log):
-# left out. The target is the peak of GRPO n=64's mean curve (the PC runs' group size).
+# Batch 3 (2026-11-26c): groups of 64 on the default mix. PC 8+56 and 4+60 were stopped at steps 4-6 there
+# (launch.log) and ran again, to step 30, in batch 15 (2026-11-27c; its four GRPO n=16 riders were stopped at step 10
+# to give the groups-of-64 runs their GPUs, launch.log: no table uses them). The target is the peak of GRPO n=64's
+# mean curve (the PC runs' group size).
 python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,20,30 $G64 --out $R/default_g64 \
   grpo64_s1=$C/grpo64_default_s1/metrics.jsonl grpo64_s2=$C/grpo64_default_s2/metrics.jsonl \
-  pc16x48_s1=$C/pc16x48_default_s1/metrics.jsonl pc16x48_s2=$C/pc16x48_default_s2/metrics.jsonl >/dev/null
+  pc16x48_s1=$C/pc16x48_default_s1/metrics.jsonl pc16x48_s2=$C/pc16x48_default_s2/metrics.jsonl \
+  pc8x56_s1=$J/pc8x56_default_s1/metrics.jsonl pc8x56_s2=$J/pc8x56_default_s2/metrics.jsonl \
+  pc4x60_s1=$J/pc4x60_default_s1/metrics.jsonl pc4x60_s2=$J/pc4x60_default_s2/metrics.jsonl >/dev/null
 python -m recipe.pc.plan $C/grpo64_default_s1/dump --window 10 --by-source \
   --histogram $R/pass_rates_grpo64_default_s1.png >$R/default_g64/pass_rates_by_source.md
 : >$R/default_g64/costmodel_vs_measured.md
 for seed in 1 2; do
-  costmodel $R/default_g64/costmodel_vs_measured.md $C/grpo64_default_s$seed/dump 12 36 16+48 \
-    --measured pc:16+48=$C/pc16x48_default_s$seed/metrics.jsonl
+  costmodel $R/default_g64/costmodel_vs_measured.md $C/grpo64_default_s$seed/dump 12 36 16+48,8+56,4+60 \
+    --measured pc:16+48=$C/pc16x48_default_s$seed/metrics.jsonl \
+    --measured pc:8+56=$J/pc8x56_default_s$seed/metrics.jsonl --measured pc:4+60=$J/pc4x60_default_s$seed/metrics.jsonl
 done
 # The predictions made before batch 3 ran (README), from the groups-of-16 GRPO dumps, steps 11-30.
 for seed in 1 2; do
@@ -117,8 +123,9 @@ done
 for seed in 1 2; do
   costmodel $R/default/costmodel_per_step.md $D/grpo16_default_s$seed/dump 32 96 4+12 --per-step \
     --measured pc:4+12=$D/pc4x12_default_s$seed/metrics.jsonl
-  costmodel $R/default_g64/costmodel_per_step.md $C/grpo64_default_s$seed/dump 12 36 16+48 --per-step \
-    --measured pc:16+48=$C/pc16x48_default_s$seed/metrics.jsonl
+  costmodel $R/default_g64/costmodel_per_step.md $C/grpo64_default_s$seed/dump 12 36 16+48,8+56,4+60 --per-step \
+    --measured pc:16+48=$C/pc16x48_default_s$seed/metrics.jsonl \
+    --measured pc:8+56=$J/pc8x56_default_s$seed/metrics.jsonl --measured pc:4+60=$J/pc4x60_default_s$seed/metrics.jsonl
   costmodel $R/calibrated/costmodel_per_step.md $E/grpo16_calibrated_s$seed/dump 32 96 4+12 --per-step \
     --measured pc:4+12=$E/pc4x12_calibrated_s$seed/metrics.jsonl \
     --measured dapo=${CAL_DAPO[$seed]}/dapo16_calibrated_s$seed/metrics.jsonl
