@@ -194,6 +194,16 @@ for seed in 1 2; do
     rows='^\| PC'
   done >$R/calibrated_g64/gen_batch_grid_s$seed.md
 done
+# How small can the pilot go? The same per-step model for PC 8+56, 4+60 and 2+62 on both mixes (after batch 15; no
+# 2+62 run exists): with 2 pilot rollouts only 1 of 2 lands in the band [0.125, 0.75], so rounds rise as pilots shrink.
+for seed in 1 2; do
+  for mix in default calibrated; do
+    dump=$C/grpo64_default_s$seed/dump
+    [ $mix = default ] || dump=${CAL64[$seed]}/grpo64_calibrated_s$seed/dump
+    python -m recipe.pc.plan $dump --per-step --group-size 64 --train-batch-size 12 --gen-batch-size 36 \
+      --pc 8+56,4+60,2+62 >$R/${mix}_g64/pilot_size_s$seed.md
+  done
+done
 # The same for batch 7's groups-of-16 stages (screening and PODS; skipping has its simulation above), from the default
 # mix's GRPO n=16 dumps, steps 1-30, made before batch 13 ran some of them.
 for seed in 1 2; do
