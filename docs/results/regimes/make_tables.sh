@@ -8,7 +8,7 @@ R=${REGIMES_OUT:-docs/results/regimes} D=docs/results/regimes/2026-11-26
 C=docs/results/regimes/2026-11-26c E=docs/results/regimes/2026-11-26d  # batch 3; batch 4a
 F=docs/results/regimes/2026-11-26e G=docs/results/regimes/2026-11-26f  # batch 11; batch 13
 H=docs/results/regimes/2026-11-27 I=docs/results/regimes/2026-11-27b  # batch 14; batch 17
-J=docs/results/regimes/2026-11-27c  # batch 15
+J=docs/results/regimes/2026-11-27c K=docs/results/regimes/2026-11-27d  # batch 15; batch 16
 # dapo16_calibrated_s1 reached step 29 in batch 4a and ran again, to step 30, in batch 11: every table uses that run.
 CAL_DAPO=("" $F $E)  # the folder of dapo16_calibrated_s<seed>
 # Accuracy at equal generated rollouts (at_rollouts.md), added after batch 17 to every folder: at GRPO's cumulative
@@ -54,13 +54,15 @@ python -m recipe.pc.plan $D/grpo16_default_s1/dump --steps 2:10 --train-batch-si
 
 # Batch 3 (2026-11-26c): groups of 64 on the default mix. PC 8+56 and 4+60 were stopped at steps 4-6 there
 # (launch.log) and ran again, to step 30, in batch 15 (2026-11-27c; its four GRPO n=16 riders were stopped at step 10
-# to give the groups-of-64 runs their GPUs, launch.log: no table uses them). The target is the peak of GRPO n=64's
-# mean curve (the PC runs' group size).
+# to give the groups-of-64 runs their GPUs, launch.log: no table uses them). PC 16+48 with a screen of 4, both seeds,
+# ran in batch 16 (2026-11-27d). The target is the peak of GRPO n=64's mean curve (the PC runs' group size).
 python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,20,30 $G64 --out $R/default_g64 \
   grpo64_s1=$C/grpo64_default_s1/metrics.jsonl grpo64_s2=$C/grpo64_default_s2/metrics.jsonl \
   pc16x48_s1=$C/pc16x48_default_s1/metrics.jsonl pc16x48_s2=$C/pc16x48_default_s2/metrics.jsonl \
   pc8x56_s1=$J/pc8x56_default_s1/metrics.jsonl pc8x56_s2=$J/pc8x56_default_s2/metrics.jsonl \
-  pc4x60_s1=$J/pc4x60_default_s1/metrics.jsonl pc4x60_s2=$J/pc4x60_default_s2/metrics.jsonl >/dev/null
+  pc4x60_s1=$J/pc4x60_default_s1/metrics.jsonl pc4x60_s2=$J/pc4x60_default_s2/metrics.jsonl \
+  pc16x48screen4_s1=$K/pc16x48screen4_default_s1/metrics.jsonl \
+  pc16x48screen4_s2=$K/pc16x48screen4_default_s2/metrics.jsonl >/dev/null
 python -m recipe.pc.plan $C/grpo64_default_s1/dump --window 10 --by-source \
   --histogram $R/pass_rates_grpo64_default_s1.png >$R/default_g64/pass_rates_by_source.md
 : >$R/default_g64/costmodel_vs_measured.md
@@ -147,7 +149,8 @@ python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,
   pc16x48_s1=$F/pc16x48_calibrated_s1/metrics.jsonl pc16x48_s2=$G/pc16x48_calibrated_s2/metrics.jsonl \
   pc8x56_s1=$G/pc8x56_calibrated_s1/metrics.jsonl pc8x56_s2=$G/pc8x56_calibrated_s2/metrics.jsonl \
   pc4x60_s1=$H/pc4x60_calibrated_s1/metrics.jsonl pc4x60_s2=$H/pc4x60_calibrated_s2/metrics.jsonl \
-  pc16x48screen4_s1=$H/pc16x48screen4_calibrated_s1/metrics.jsonl >/dev/null
+  pc16x48screen4_s1=$H/pc16x48screen4_calibrated_s1/metrics.jsonl \
+  pc16x48screen4_s2=$K/pc16x48screen4_calibrated_s2/metrics.jsonl >/dev/null
 python -m recipe.pc.plan $F/grpo64_calibrated_s1/dump --window 10 --by-source \
   --histogram $R/pass_rates_grpo64_calibrated_s1.png >$R/calibrated_g64/pass_rates_by_source.md
 : >$R/calibrated_g64/costmodel_vs_measured.md
@@ -160,11 +163,19 @@ for seed in 1 2; do
   costmodel $R/calibrated_g64/costmodel_vs_measured.md $cal64
   costmodel $R/calibrated_g64/costmodel_per_step.md $cal64 --per-step
 done
-# PC 16+48 with a screen of 4 (seed 1) against its own seed's GRPO n=64 dump.
-screen4="$F/grpo64_calibrated_s1/dump 12 36 16+48 --screen-n 4
-  --measured pc:16+48=$H/pc16x48screen4_calibrated_s1/metrics.jsonl"
-costmodel $R/calibrated_g64/costmodel_vs_measured.md $screen4
-costmodel $R/calibrated_g64/costmodel_per_step.md $screen4 --per-step
+# PC 16+48 with a screen of 4 (seed 1 from batch 14, seed 2 from batch 16) against its own seed's GRPO n=64 dump.
+SCREEN4_CAL=("" $H $K)  # the folder of pc16x48screen4_calibrated_s<seed>
+for seed in 1 2; do
+  screen4="${CAL64[$seed]}/grpo64_calibrated_s$seed/dump 12 36 16+48 --screen-n 4
+    --measured pc:16+48=${SCREEN4_CAL[$seed]}/pc16x48screen4_calibrated_s$seed/metrics.jsonl"
+  costmodel $R/calibrated_g64/costmodel_vs_measured.md $screen4
+  costmodel $R/calibrated_g64/costmodel_per_step.md $screen4 --per-step
+  # The same screen on the default mix (batch 16), against that mix's GRPO n=64 dump of the same seed.
+  screen4="$C/grpo64_default_s$seed/dump 12 36 16+48 --screen-n 4
+    --measured pc:16+48=$K/pc16x48screen4_default_s$seed/metrics.jsonl"
+  costmodel $R/default_g64/costmodel_vs_measured.md $screen4
+  costmodel $R/default_g64/costmodel_per_step.md $screen4 --per-step
+done
 # Whole-run predictions (--per-step over steps 1-30, the warm-up included) for the groups-of-64 runs not yet made
 # (batches 5, 10 and 12), made before them: from each seed's GRPO n=64 dump on the default mix, and from seed 1's on
 # the calibrated mix (seed 2's GRPO n=64 ran with them, in batch 13). PC 16+48 on the default mix and seed 1 on the
@@ -244,15 +255,18 @@ done
 # Batch 13 (2026-11-26f): #10's stages at groups of 16 on the default mix against batch 2's baselines (same launcher,
 # mix and seeds): PC 4+12 with a screen of 2, and GRPO n=16 with PODS down-sampling from 32. PC with PODS from 24 was
 # stopped at step 11 (launch.log): left out. Batch 14 (2026-11-27): PC 4+12 with GRESO skipping, seed 1 only (seed 2
-# hung in step 17; PC with PODS from 24 was stopped again, launch.log). The target is the peak of GRPO n=16's mean curve.
+# hung in step 17; PC with PODS from 24 was stopped again, launch.log). Batch 16 (2026-11-27d): skipping's seed 2 and PC
+# with PODS from 24, both seeds. The target is the peak of GRPO n=16's mean curve. Steps 15 and 25 were added to
+# --at-steps after batch 16, to set the skipping runs beside their unskipped twins before any prompt was skipped.
 mkdir -p $R/default_stages
-python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 5,10,20,30 $G16 \
+python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 5,10,15,20,25,30 $G16 \
   --out $R/default_stages \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl \
   pc4x12screen2_s1=$G/pc4x12screen2_default_s1/metrics.jsonl pc4x12screen2_s2=$G/pc4x12screen2_default_s2/metrics.jsonl \
   grpo16ds32_s1=$G/grpo16ds32_default_s1/metrics.jsonl grpo16ds32_s2=$G/grpo16ds32_default_s2/metrics.jsonl \
-  pc4x12skip_s1=$H/pc4x12skip_default_s1/metrics.jsonl >/dev/null
+  pc4x12skip_s1=$H/pc4x12skip_default_s1/metrics.jsonl pc4x12skip_s2=$K/pc4x12skip_default_s2/metrics.jsonl \
+  pc4x12ds24_s1=$K/pc4x12ds24_default_s1/metrics.jsonl pc4x12ds24_s2=$K/pc4x12ds24_default_s2/metrics.jsonl >/dev/null
 # The cost model (pooled and per step) fed with the same seed's GRPO n=16 dump, against the stage runs.
 : >$R/default_stages/costmodel_vs_measured.md
 : >$R/default_stages/costmodel_per_step.md
@@ -264,6 +278,8 @@ for seed in 1 2; do
       --measured pc:4+12=$G/pc4x12screen2_default_s$seed/metrics.jsonl
     costmodel $out $D/grpo16_default_s$seed/dump 32 96 4+12 --downsample-n 32 $per_step \
       --measured grpo=$G/grpo16ds32_default_s$seed/metrics.jsonl
+    costmodel $out $D/grpo16_default_s$seed/dump 32 96 4+12 --downsample-n 24 $per_step \
+      --measured pc:4+12=$K/pc4x12ds24_default_s$seed/metrics.jsonl
   done
 done
 # Batch 17 (2026-11-27b): the test of PC 4+60's 0.81x, written down before it ran (README). GRPO n=64 on the
@@ -281,7 +297,8 @@ python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo64t36 --means
   pc4x60_s3=$I/pc4x60_calibrated_s3/metrics.jsonl \
   pc16x48_s1=$F/pc16x48_calibrated_s1/metrics.jsonl pc16x48_s2=$G/pc16x48_calibrated_s2/metrics.jsonl \
   pc8x56_s1=$G/pc8x56_calibrated_s1/metrics.jsonl pc8x56_s2=$G/pc8x56_calibrated_s2/metrics.jsonl \
-  pc16x48screen4_s1=$H/pc16x48screen4_calibrated_s1/metrics.jsonl >/dev/null
+  pc16x48screen4_s1=$H/pc16x48screen4_calibrated_s1/metrics.jsonl \
+  pc16x48screen4_s2=$K/pc16x48screen4_calibrated_s2/metrics.jsonl >/dev/null
 # PC 4+60 seed 3 against its own seed's GRPO dump, over the 30 steps it ran.
 seed3="$I/grpo64t36_calibrated_s3/dump 12 36 4+60 --steps 1:30 --measured pc:4+60=$I/pc4x60_calibrated_s3/metrics.jsonl"
 costmodel $R/calibrated_g64/costmodel_vs_measured.md $seed3
