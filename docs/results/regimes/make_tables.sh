@@ -140,8 +140,9 @@ costmodel $R/default/costmodel_per_step.md $D/grpo16_default_s1/dump 32 96 4+12 
   --measured pc:4+12=$F/pc4x12ref_default_s1/metrics.jsonl
 # Batches 11, 13 and 14 (2026-11-26e, f, 2026-11-27): groups of 64 on the calibrated mix, GRPO n=64 and PC 16+48 (seed
 # 1 in batch 11, seed 2 in batch 13), PC 8+56 (both seeds, batch 13), PC 4+60 (both seeds, batch 14) and PC 16+48 with
-# a screen of 4 (batch 14; seed 1 only: seed 2 hung in step 14, launch README). Target: the peak of GRPO n=64's mean
-# curve; the cost model fed with the same seed's GRPO n=64 dump, pooled and per step.
+# a screen of 4 (seed 1 in batch 14; seed 2 hung there in step 14, launch README, and ran in batch 16, 2026-11-27d).
+# Target: the peak of GRPO n=64's mean curve; the cost model fed with the same seed's GRPO n=64 dump, pooled and per
+# step.
 CAL64=("" $F $G)  # the folder of grpo64_calibrated_s<seed> and pc16x48_calibrated_s<seed>
 mkdir -p $R/calibrated_g64
 python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,15,20,25,30 $G64 --out $R/calibrated_g64 \
