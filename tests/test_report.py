@@ -708,6 +708,47 @@ def test_means_table_per_run_and_per_configuration(caplog):
     assert list(per_run["run"]) == ["pc_s1", "pc_s2", "grpo"] and list(per_run["runs"]) == [1, 1, 1]
 
 
+def test_sums_table_sums_each_window_and_warns_about_steps_a_run_did_not_log(caplog):
+    import pandas as pd
+
+    from recipe.pc.report import sums_markdown, sums_table
+
+    def frame(rounds, extra=None):
+        # Step 0 is the validation before training: no training metric there.
+        data = {report.GEN_CALLS: [float("nan"), *rounds], **(extra or {})}
+        return pd.DataFrame(data, index=pd.Index(range(len(rounds) + 1), name="step"))
+
+    frames = {
+        "pc_s1": frame([3.0, 1.0, 2.0, 1.0], {"skipped": [float("nan"), 0.0, 0.0, 5.0, 2.5]}),
+        "pc_s2": frame([2.0, 2.0]),  # stopped at step 2, and never logged "skipped"
+    }
+    table = sums_table(frames, [report.GEN_CALLS, "skipped"], [(1, 2), (3, 4), None]).set_index("run")
+    assert table.loc["pc_s1", f"{report.GEN_CALLS}, steps 1–2"] == 4.0
+    assert table.loc["pc_s1", f"{report.GEN_CALLS}, steps 3–4"] == 3.0
+    assert table.loc["pc_s1", f"{report.GEN_CALLS}, all steps"] == 7.0  # step 0's NaN is not a round
+    assert table.loc["pc_s1", "skipped, steps 3–4"] == 7.5
+    assert pd.isna(table.loc["pc_s2", f"{report.GEN_CALLS}, steps 3–4"])  # nothing logged in the window
+    assert pd.isna(table.loc["pc_s2", "skipped, all steps"])
+    assert "run pc_s2: no skipped logged" in caplog.text
+    assert f"run pc_s2: {report.GEN_CALLS} logged at 0 of the 2 steps steps 3–4" in caplog.text
+    assert "run pc_s1:" not in caplog.text
+    text = sums_markdown(table.reset_index())
+    assert f"| run | {report.GEN_CALLS}, steps 1–2 |" in text
+    assert "| pc_s1 | 4 | 3 | 7 | 0 | 7.5 | 7.5 |" in text and "| pc_s2 | 4 | — | 4 | — | — | — |" in text
+    # Counts print in full (a 30-step rollout total is not 3.187e+04); fractions to 4 significant digits.
+    assert "| x | 31,872 | 0.1235 |" in sums_markdown(pd.DataFrame([{"run": "x", "n": 31872.0, "f": 0.12345}]))
+
+
+def test_sum_steps_are_checked_before_any_run_is_read(logs, tmp_path, capsys):
+    for bad in ("5:3", "1-4", "a:b", "3", ","):
+        with pytest.raises(SystemExit):
+            report.main([*specs(logs), "--sums", report.GEN_CALLS, "--sum-steps", bad, "--out", str(tmp_path)])
+        assert "--sum-steps" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        report.main([*specs(logs), "--sum-steps", "1:2", "--out", str(tmp_path)])
+    assert "name the metrics with --sums" in capsys.readouterr().err
+
+
 def test_at_steps_lists_each_runs_accuracy_and_rollouts(caplog):
     import pandas as pd
 
@@ -727,11 +768,14 @@ def test_extra_tables_cover_only_the_runs_the_main_table_used(logs, tmp_path, ca
     for i, step in enumerate(sorted(RUNS["pc"]["val"])):  # every validation lacks one benchmark: no usable point
         rows[step].pop(AIME if i % 2 else MATH)
     partial = write_wandb_json(tmp_path / "partial.json", rows)
-    extra = ["--means", "actor/pg_loss", "--at-steps", "2"]
+    extra = ["--means", "actor/pg_loss", "--at-steps", "2", "--sums", report.GEN_CALLS, "--sum-steps", "1:3,4:6"]
     code, stdout, table = run_main([*specs(logs, ("grpo", "pc")), f"pc2={partial}", *extra], tmp_path, capsys)
     assert code == 0 and table["run"].tolist() == ["grpo", "pc"]
     means = (tmp_path / "out" / "means_table.md").read_text()
     assert "| grpo |" in means and "| pc |" in means and "pc2" not in means
+    sums = (tmp_path / "out" / "sums_table.md").read_text()
+    assert "| grpo | 3 | 3 |" in sums and "| pc | 9 | 9 |" in sums and "pc2" not in sums  # 1 and 3 rounds a step
+    assert "Sums over windows" in stdout
     assert "pc2" not in (tmp_path / "out" / "at_steps.md").read_text()
     # With --seeds: a configuration whose seeds share no validation step is dropped from every table.
     only = {2: RUNS["pc"]["val"][2]}, {4: RUNS["pc"]["val"][4]}

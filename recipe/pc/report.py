@@ -77,6 +77,12 @@ seed got that far. This is the comparison at equal budget, where rollouts-to-tar
 ``--means M1,M2``: each metric's mean over the steps that logged it, per run (with ``--seeds``: per configuration,
 the mean of its seeds' means and their min–max), as ``means_table.md``/``.csv`` and after the table on stdout.
 
+``--sums M1,M2`` (with ``--sum-steps A:B,C:D``, inclusive windows of training steps; default every logged step):
+each metric's sum over each window, per run (seeds one row each: these are counts quoted per seed, such as the
+generation rounds ``training/num_gen_batches`` or the skipped prompts ``filtering_stats/skipped_count``), as
+``sums_table.md``/``.csv`` and after the table on stdout. A window step at which a run did not log the metric is
+warned about, so that a short run's sum is not read as the whole window's.
+
 Outputs: the Markdown table on stdout, ``--out DIR`` (default ``report/``) gets ``table.md``, ``table.csv`` and
 ``accuracy_vs_rollouts.png`` (with ``--seeds``: ``seeds_table.md``, ``seeds_table.csv`` and
 ``seeds_accuracy_vs_rollouts.png``), and a ``wrote <path>`` line per file goes to stderr. Without matplotlib
@@ -893,6 +899,17 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="M1,M2",
         help="also a table of these metrics' means over the training steps (means_table.md), per run or configuration",
     )
+    parser.add_argument(
+        "--sums",
+        metavar="M1,M2",
+        help="also a table of these metrics' sums over windows of training steps (sums_table.md), per run",
+    )
+    parser.add_argument(
+        "--sum-steps",
+        metavar="A:B,C:D",
+        type=_windows,
+        help="the inclusive windows of training steps for --sums (default: every logged step)",
+    )
     args = parser.parse_args(argv)
     if args.smooth < 1:
         parser.error(f"--smooth must be >= 1, got {args.smooth}")
@@ -900,7 +917,25 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--equal-accuracy compares configurations' mean curves: it needs --seeds")
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {args.out}: exists and is not a folder")
+    if args.sum_steps and not args.sums:
+        parser.error("--sum-steps sets the windows of --sums: name the metrics with --sums")
     return args
+
+
+def _windows(text: str) -> list[tuple[int, int]]:
+    windows = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        first, sep, last = part.partition(":")
+        try:
+            window = (int(first), int(last))
+        except ValueError:
+            window = None
+        if not sep or window is None or not 0 <= window[0] <= window[1]:
+            raise argparse.ArgumentTypeError(f"expected windows A:B with 0 <= A <= B, got {part!r} in {text!r}")
+        windows.append(window)
+    if not windows:
+        raise argparse.ArgumentTypeError(f"no window in {text!r}")
+    return windows
 
 
 def _budgets(text: str) -> list[float]:
@@ -1104,6 +1139,59 @@ def means_markdown(table: pd.DataFrame, metrics: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _window_label(window: tuple[int, int] | None) -> str:
+    return "all steps" if window is None else f"steps {window[0]}–{window[1]}"
+
+
+def sums_table(
+    frames: dict[str, pd.DataFrame], metrics: list[str], windows: list[tuple[int, int] | None]
+) -> pd.DataFrame:
+    """Per run, each metric's sum over each window of steps (inclusive; ``None``: every logged step), in columns
+    ``"<metric>, <window>"``. NaN where the run never logged the metric or logged it at no step of the window."""
+    rows = []
+    for label, frame in frames.items():
+        row: dict = {"run": label}
+        for metric in metrics:
+            if metric not in frame.columns:
+                logger.warning("run %s: no %s logged", label, metric)
+            for window in windows:
+                column = f"{metric}, {_window_label(window)}"
+                if metric not in frame.columns:
+                    row[column] = float("nan")
+                    continue
+                values = frame[metric] if window is None else frame[metric].loc[window[0] : window[1]]
+                logged = values.dropna()
+                if window is not None and len(logged) < window[1] - window[0] + 1:
+                    logger.warning(
+                        "run %s: %s logged at %d of the %d steps %s",
+                        label,
+                        metric,
+                        len(logged),
+                        window[1] - window[0] + 1,
+                        _window_label(window),
+                    )
+                row[column] = float(logged.sum()) if len(logged) else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def sums_markdown(table: pd.DataFrame) -> str:
+    columns = [c for c in table.columns if c != "run"]
+    lines = [
+        "Sums over windows of training steps (inclusive), per run.",
+        "",
+        "| run | " + " | ".join(columns) + " |",
+        "|" + "---|" * (len(columns) + 1),
+    ]
+    for _, row in table.iterrows():
+        cells = [
+            "—" if pd.isna(row[c]) else (f"{row[c]:,.0f}" if float(row[c]).is_integer() else f"{row[c]:,.4g}")
+            for c in columns
+        ]
+        lines.append(f"| {row['run']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def at_steps_markdown(curves: dict[str, pd.DataFrame], steps: list[int]) -> str:
     """Per run: the (smoothed) validation accuracy and cumulative generated rollouts at each of ``steps``."""
     head = "| run | " + " | ".join(f"acc. at step {s} | rollouts at step {s}" for s in steps) + " |"
@@ -1211,6 +1299,12 @@ def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
         table = means_table({label: frames[label] for label in kept}, metrics, args.seeds)
         extra = means_markdown(table, metrics)
         _write_table(args.out, "means_table", extra, table, written)
+        markdown += "\n" + extra
+    if args.sums:
+        metrics = [m.strip() for m in args.sums.split(",") if m.strip()]
+        table = sums_table({label: frames[label] for label in kept}, metrics, args.sum_steps or [None])
+        extra = sums_markdown(table)
+        _write_table(args.out, "sums_table", extra, table, written)
         markdown += "\n" + extra
     return markdown, written
 

@@ -258,10 +258,13 @@ done
 # stopped at step 11 (launch.log): left out. Batch 14 (2026-11-27): PC 4+12 with GRESO skipping, seed 1 only (seed 2
 # hung in step 17; PC with PODS from 24 was stopped again, launch.log). Batch 16 (2026-11-27d): skipping's seed 2 and PC
 # with PODS from 24, both seeds. The target is the peak of GRPO n=16's mean curve. Steps 15 and 25 were added to
-# --at-steps after batch 16, to set the skipping runs beside their unskipped twins before any prompt was skipped.
+# --at-steps after batch 16, to set the skipping runs beside their unskipped twins before any prompt was skipped, and
+# the sums (sums_table.md): each run's rounds, skipped prompts and generated rollouts before and from step 18, the
+# earliest a prompt comes back on 3,000 prompts.
 mkdir -p $R/default_stages
 python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 5,10,15,20,25,30 $G16 \
-  --out $R/default_stages \
+  --sums training/num_gen_batches,filtering_stats/skipped_count,rollout_stats/num_rollouts_sample \
+  --sum-steps 1:17,18:30,1:30 --out $R/default_stages \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl \
   pc4x12screen2_s1=$G/pc4x12screen2_default_s1/metrics.jsonl pc4x12screen2_s2=$G/pc4x12screen2_default_s2/metrics.jsonl \
