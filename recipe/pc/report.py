@@ -897,11 +897,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--means",
         metavar="M1,M2",
+        type=_names,
         help="also a table of these metrics' means over the training steps (means_table.md), per run or configuration",
     )
     parser.add_argument(
         "--sums",
         metavar="M1,M2",
+        type=_names,
         help="also a table of these metrics' sums over windows of training steps (sums_table.md), per run",
     )
     parser.add_argument(
@@ -920,6 +922,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.sum_steps and not args.sums:
         parser.error("--sum-steps sets the windows of --sums: name the metrics with --sums")
     return args
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def _windows(text: str) -> list[tuple[int, int]]:
@@ -1155,22 +1161,16 @@ def sums_table(
             if metric not in frame.columns:
                 logger.warning("run %s: no %s logged", label, metric)
             for window in windows:
-                column = f"{metric}, {_window_label(window)}"
-                if metric not in frame.columns:
-                    row[column] = float("nan")
-                    continue
-                values = frame[metric] if window is None else frame[metric].loc[window[0] : window[1]]
-                logged = values.dropna()
-                if window is not None and len(logged) < window[1] - window[0] + 1:
-                    logger.warning(
-                        "run %s: %s logged at %d of the %d steps %s",
-                        label,
-                        metric,
-                        len(logged),
-                        window[1] - window[0] + 1,
-                        _window_label(window),
-                    )
-                row[column] = float(logged.sum()) if len(logged) else float("nan")
+                name = _window_label(window)
+                logged = frame.get(metric, pd.Series(dtype=float))
+                if window is not None:
+                    logged = logged.loc[window[0] : window[1]]
+                    steps = window[1] - window[0] + 1
+                    if metric in frame.columns and logged.count() < steps:
+                        logger.warning(
+                            "run %s: %s logged at %d of the %d steps %s", label, metric, logged.count(), steps, name
+                        )
+                row[f"{metric}, {name}"] = float(logged.sum()) if logged.count() else float("nan")
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -1295,14 +1295,12 @@ def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
         _write_table(args.out, "at_rollouts", extra, table, written)
         markdown += "\n" + extra
     if args.means:
-        metrics = [m.strip() for m in args.means.split(",") if m.strip()]
-        table = means_table({label: frames[label] for label in kept}, metrics, args.seeds)
-        extra = means_markdown(table, metrics)
+        table = means_table({label: frames[label] for label in kept}, args.means, args.seeds)
+        extra = means_markdown(table, args.means)
         _write_table(args.out, "means_table", extra, table, written)
         markdown += "\n" + extra
     if args.sums:
-        metrics = [m.strip() for m in args.sums.split(",") if m.strip()]
-        table = sums_table({label: frames[label] for label in kept}, metrics, args.sum_steps or [None])
+        table = sums_table({label: frames[label] for label in kept}, args.sums, args.sum_steps or [None])
         extra = sums_markdown(table)
         _write_table(args.out, "sums_table", extra, table, written)
         markdown += "\n" + extra
