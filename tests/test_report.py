@@ -732,11 +732,18 @@ def test_sums_table_sums_each_window_and_warns_about_steps_a_run_did_not_log(cap
     assert "run pc_s2: no skipped logged" in caplog.text
     assert f"run pc_s2: {report.GEN_CALLS} logged at 0 of the 2 steps steps 3–4" in caplog.text
     assert "run pc_s1:" not in caplog.text
-    text = sums_markdown(table.reset_index())
-    assert f"| run | {report.GEN_CALLS}, steps 1–2 |" in text
+    assert table.loc["pc_s2", f"{report.GEN_CALLS}, steps 3–4: steps logged"] == 0
+    assert f"{report.GEN_CALLS}, all steps: steps logged" not in table.columns  # no length to compare with
+    text = sums_markdown(table.reset_index(), [(1, 2), (3, 4), None])
+    calls = report.GEN_CALLS
+    assert f"| run | {calls}, steps 1–2 | {calls}, steps 3–4 | {calls}, all steps |" in text  # no count columns
     assert "| pc_s1 | 4 | 3 | 7 | 0 | 7.5 | 7.5 |" in text and "| pc_s2 | 4 | — | 4 | — | — | — |" in text
+    # A run that stopped inside a window: its sum says how many of the window's steps it covers, here and in the CSV.
+    short = sums_table({"a": frame([1.0, 2.0])}, [report.GEN_CALLS], [(1, 3), (1, 2)])
+    assert short.loc[0, f"{report.GEN_CALLS}, steps 1–3: steps logged"] == 2
+    assert "| a | 3 (2 of 3 steps) | 3 |" in sums_markdown(short, [(1, 3), (1, 2)])
     # Counts print in full (a 30-step rollout total is not 3.187e+04); fractions to 4 significant digits.
-    assert "| x | 31,872 | 0.1235 |" in sums_markdown(pd.DataFrame([{"run": "x", "n": 31872.0, "f": 0.12345}]))
+    assert "| x | 31,872 | 0.1235 |" in sums_markdown(pd.DataFrame([{"run": "x", "n": 31872.0, "f": 0.12345}]), [None])
 
 
 def test_sum_steps_are_checked_before_any_run_is_read(logs, tmp_path, capsys):

@@ -81,7 +81,8 @@ the mean of its seeds' means and their min–max), as ``means_table.md``/``.csv`
 each metric's sum over each window, per run (seeds one row each: these are counts quoted per seed, such as the
 generation rounds ``training/num_gen_batches`` or the skipped prompts ``filtering_stats/skipped_count``), as
 ``sums_table.md``/``.csv`` and after the table on stdout. A window step at which a run did not log the metric is
-warned about, so that a short run's sum is not read as the whole window's.
+warned about and, in the table, marked with the steps it covers ("5,632 (11 of 12 steps)"; in the CSV a
+``: steps logged`` column), so that a short run's sum is not read as the whole window's.
 
 Outputs: the Markdown table on stdout, ``--out DIR`` (default ``report/``) gets ``table.md``, ``table.csv`` and
 ``accuracy_vs_rollouts.png`` (with ``--seeds``: ``seeds_table.md``, ``seeds_table.csv`` and
@@ -1153,7 +1154,9 @@ def sums_table(
     frames: dict[str, pd.DataFrame], metrics: list[str], windows: list[tuple[int, int] | None]
 ) -> pd.DataFrame:
     """Per run, each metric's sum over each window of steps (inclusive; ``None``: every logged step), in columns
-    ``"<metric>, <window>"``. NaN where the run never logged the metric or logged it at no step of the window."""
+    ``"<metric>, <window>"``. NaN where the run never logged the metric or logged it at no step of the window. For a
+    bounded window, ``"<metric>, <window>: steps logged"`` counts the steps the sum covers, so that a run that
+    stopped inside the window keeps that fact in the CSV too."""
     rows = []
     for label, frame in frames.items():
         row: dict = {"run": label}
@@ -1171,12 +1174,16 @@ def sums_table(
                             "run %s: %s logged at %d of the %d steps %s", label, metric, logged.count(), steps, name
                         )
                 row[f"{metric}, {name}"] = float(logged.sum()) if logged.count() else float("nan")
+                if window is not None:
+                    row[f"{metric}, {name}: steps logged"] = int(logged.count())
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def sums_markdown(table: pd.DataFrame) -> str:
-    columns = [c for c in table.columns if c != "run"]
+def sums_markdown(table: pd.DataFrame, windows: list[tuple[int, int] | None]) -> str:
+    """``sums_table`` as Markdown; a sum over part of its window (a run that stopped inside it) says so."""
+    lengths = {_window_label(w): w[1] - w[0] + 1 for w in windows if w is not None}
+    columns = [c for c in table.columns if c != "run" and not c.endswith(": steps logged")]
     lines = [
         "Sums over windows of training steps (inclusive), per run.",
         "",
@@ -1184,10 +1191,17 @@ def sums_markdown(table: pd.DataFrame) -> str:
         "|" + "---|" * (len(columns) + 1),
     ]
     for _, row in table.iterrows():
-        cells = [
-            "—" if pd.isna(row[c]) else (f"{row[c]:,.0f}" if float(row[c]).is_integer() else f"{row[c]:,.4g}")
-            for c in columns
-        ]
+        cells = []
+        for c in columns:
+            value = row[c]
+            if pd.isna(value):
+                cells.append("—")
+                continue
+            cell = f"{value:,.0f}" if float(value).is_integer() else f"{value:,.4g}"
+            logged, length = row.get(f"{c}: steps logged"), lengths.get(c.rsplit(", ", 1)[-1])
+            if length is not None and logged < length:
+                cell += f" ({logged:.0f} of {length} steps)"
+            cells.append(cell)
         lines.append(f"| {row['run']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -1301,7 +1315,7 @@ def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
         markdown += "\n" + extra
     if args.sums:
         table = sums_table({label: frames[label] for label in kept}, args.sums, args.sum_steps or [None])
-        extra = sums_markdown(table)
+        extra = sums_markdown(table, args.sum_steps or [None])
         _write_table(args.out, "sums_table", extra, table, written)
         markdown += "\n" + extra
     return markdown, written

@@ -9,6 +9,7 @@ C=docs/results/regimes/2026-11-26c E=docs/results/regimes/2026-11-26d  # batch 3
 F=docs/results/regimes/2026-11-26e G=docs/results/regimes/2026-11-26f  # batch 11; batch 13
 H=docs/results/regimes/2026-11-27 I=docs/results/regimes/2026-11-27b  # batch 14; batch 17
 J=docs/results/regimes/2026-11-27c K=docs/results/regimes/2026-11-27d  # batch 15; batch 16
+L=docs/results/regimes/2026-11-27e M=docs/results/regimes/2026-11-27f  # batch 18 (partial); its ref seed 2 alone
 # dapo16_calibrated_s1 reached step 29 in batch 4a and ran again, to step 30, in batch 11: every table uses that run.
 CAL_DAPO=("" $F $E)  # the folder of dapo16_calibrated_s<seed>
 # Accuracy at equal generated rollouts (at_rollouts.md), added after batch 17 to every folder: at GRPO's cumulative
@@ -307,4 +308,22 @@ python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo64t36 --means
 seed3="$I/grpo64t36_calibrated_s3/dump 12 36 4+60 --steps 1:30 --measured pc:4+60=$I/pc4x60_calibrated_s3/metrics.jsonl"
 costmodel $R/calibrated_g64/costmodel_vs_measured.md $seed3
 costmodel $R/calibrated_g64/costmodel_per_step.md $seed3 --per-step
+# Batch 18 (2026-11-27e) stopped at steps 2-16: the lease was lost (README). Its reference-preset seed 2 ran again
+# alone on one GPU to step 19 (2026-11-27f), when the session's device time ran out. No run reached 30 steps, so none
+# joins a seeds table. Read per run against default/'s target (the peak of GRPO n=16's mean curve, from its CSV): the
+# same seed's runs side by side as reruns (GRPO n=16 of batch 1 and the 40-step lines; the two ref seed 2 runs;
+# skipping runs against their twins), and the 480-prompt runs' rounds and skipped prompts in their common steps.
+target=$(python -c "import csv; print(next(csv.DictReader(open('$R/default/seeds_table.csv')))['target'])")
+python -m recipe.pc.report --target "$target" --baseline grpo16_default_s1 --at-steps 0,5,10,15 \
+  --sums rollout_stats/num_rollouts_sample,training/num_gen_batches,filtering_stats/skipped_count --sum-steps 1:11,1:13 \
+  --out $R/batch18_partial \
+  grpo16_default_s1=$D/grpo16_default_s1/metrics.jsonl grpo16t40_default_s1=$L/grpo16t40_default_s1/metrics.jsonl \
+  grpo16_default_s2=$D/grpo16_default_s2/metrics.jsonl grpo16t40_default_s2=$L/grpo16t40_default_s2/metrics.jsonl \
+  pc4x12ref_default_s1=$F/pc4x12ref_default_s1/metrics.jsonl pc4x12ref_default_s2_4gpu=$L/pc4x12ref_default_s2/metrics.jsonl \
+  pc4x12ref_default_s2_alone=$M/pc4x12ref_default_s2/metrics.jsonl \
+  grpo16_default480_s1=$L/grpo16_default480_s1/metrics.jsonl grpo16skip_default480_s1=$L/grpo16skip_default480_s1/metrics.jsonl \
+  grpo16_default480_s2=$L/grpo16_default480_s2/metrics.jsonl grpo16skip_default480_s2=$L/grpo16skip_default480_s2/metrics.jsonl \
+  pc4x12_default480_s1=$L/pc4x12_default480_s1/metrics.jsonl pc4x12skip_default480_s1=$L/pc4x12skip_default480_s1/metrics.jsonl \
+  pc4x12_default480_s2=$L/pc4x12_default480_s2/metrics.jsonl \
+  pc4x12skip_default480_s2=$L/pc4x12skip_default480_s2/metrics.jsonl >/dev/null
 ls $R/default $R/spread $R/default_g64 $R/calibrated $R/calibrated_g64 $R/calibrated_g64_t36 $R/default_stages
