@@ -756,6 +756,37 @@ def test_sum_steps_are_checked_before_any_run_is_read(logs, tmp_path, capsys):
     assert "name the metrics with --sums" in capsys.readouterr().err
 
 
+def test_values_table_reads_each_metric_at_each_step_and_dashes_what_was_not_logged(caplog):
+    import pandas as pd
+
+    from recipe.pc.report import values_markdown, values_table
+
+    steps = pd.Index([0, 1, 2, 3], name="step")
+    frames = {
+        "pc_s1": pd.DataFrame({report.GEN_CALLS: [float("nan"), 5.0, 2.0, 1.0], "p": [None, 0.5, 0.49, 0.37]}, steps),
+        "pc_s2": pd.DataFrame({report.GEN_CALLS: [float("nan"), 4.0]}, steps[:2]),  # stopped at step 1, no "p"
+    }
+    table = values_table(frames, [report.GEN_CALLS, "p"], [1, 3]).set_index("run")
+    assert table.loc["pc_s1", f"{report.GEN_CALLS}, step 1"] == 5.0  # that step's value, not a sum or a mean
+    assert table.loc["pc_s1", "p, step 3"] == 0.37
+    assert pd.isna(table.loc["pc_s2", f"{report.GEN_CALLS}, step 3"]) and pd.isna(table.loc["pc_s2", "p, step 1"])
+    assert "run pc_s2: no p logged" in caplog.text and "run pc_s1:" not in caplog.text
+    text = values_markdown(table.reset_index())
+    assert f"| run | {report.GEN_CALLS}, step 1 | {report.GEN_CALLS}, step 3 | p, step 1 | p, step 3 |" in text
+    assert "| pc_s1 | 5 | 1 | 0.5 | 0.37 |" in text and "| pc_s2 | 4 | — | — | — |" in text
+
+
+def test_values_and_value_steps_are_checked_before_any_run_is_read(logs, tmp_path, capsys):
+    for bad in ("-1", "a", ","):
+        with pytest.raises(SystemExit):
+            report.main([*specs(logs), "--values", report.GEN_CALLS, "--value-steps", bad, "--out", str(tmp_path)])
+        assert "--value-steps" in capsys.readouterr().err
+    for half in (["--values", report.GEN_CALLS], ["--value-steps", "1"]):
+        with pytest.raises(SystemExit):
+            report.main([*specs(logs), *half, "--out", str(tmp_path)])
+        assert "--values and --value-steps go together" in capsys.readouterr().err
+
+
 def test_at_steps_lists_each_runs_accuracy_and_rollouts(caplog):
     import pandas as pd
 
@@ -776,6 +807,7 @@ def test_extra_tables_cover_only_the_runs_the_main_table_used(logs, tmp_path, ca
         rows[step].pop(AIME if i % 2 else MATH)
     partial = write_wandb_json(tmp_path / "partial.json", rows)
     extra = ["--means", "actor/pg_loss", "--at-steps", "2", "--sums", report.GEN_CALLS, "--sum-steps", "1:3,4:6"]
+    extra += ["--values", report.GEN_CALLS, "--value-steps", "2"]
     code, stdout, table = run_main([*specs(logs, ("grpo", "pc")), f"pc2={partial}", *extra], tmp_path, capsys)
     assert code == 0 and table["run"].tolist() == ["grpo", "pc"]
     means = (tmp_path / "out" / "means_table.md").read_text()
@@ -783,6 +815,9 @@ def test_extra_tables_cover_only_the_runs_the_main_table_used(logs, tmp_path, ca
     sums = (tmp_path / "out" / "sums_table.md").read_text()
     assert "| grpo | 3 | 3 |" in sums and "| pc | 9 | 9 |" in sums and "pc2" not in sums  # 1 and 3 rounds a step
     assert "Sums over windows" in stdout
+    values = (tmp_path / "out" / "values_table.md").read_text()
+    assert "| grpo | 1 |" in values and "| pc | 3 |" in values and "pc2" not in values
+    assert "Training metrics at given steps" in stdout
     assert "pc2" not in (tmp_path / "out" / "at_steps.md").read_text()
     # With --seeds: a configuration whose seeds share no validation step is dropped from every table.
     only = {2: RUNS["pc"]["val"][2]}, {4: RUNS["pc"]["val"][4]}

@@ -77,6 +77,9 @@ seed got that far. This is the comparison at equal budget, where rollouts-to-tar
 ``--means M1,M2``: each metric's mean over the steps that logged it, per run (with ``--seeds``: per configuration,
 the mean of its seeds' means and their min–max), as ``means_table.md``/``.csv`` and after the table on stdout.
 
+``--values M1,M2 --value-steps S1,S2``: each metric's logged value at each of those training steps, per run (the
+rounds of step 1, the step a counter first moves), as ``values_table.md``/``.csv`` and after the table on stdout.
+
 ``--sums M1,M2`` (with ``--sum-steps A:B,C:D``, inclusive windows of training steps; default every logged step):
 each metric's sum over each window, per run (seeds one row each: these are counts quoted per seed, such as the
 generation rounds ``training/num_gen_batches`` or the skipped prompts ``filtering_stats/skipped_count``), as
@@ -913,6 +916,18 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=_windows,
         help="the inclusive windows of training steps for --sums (default: every logged step)",
     )
+    parser.add_argument(
+        "--values",
+        metavar="M1,M2",
+        type=_names,
+        help="also a table of these metrics' values at the --value-steps (values_table.md), per run",
+    )
+    parser.add_argument(
+        "--value-steps",
+        metavar="S1,S2",
+        type=_steps,
+        help="the training steps for --values",
+    )
     args = parser.parse_args(argv)
     if args.smooth < 1:
         parser.error(f"--smooth must be >= 1, got {args.smooth}")
@@ -922,11 +937,23 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--out {args.out}: exists and is not a folder")
     if args.sum_steps and not args.sums:
         parser.error("--sum-steps sets the windows of --sums: name the metrics with --sums")
+    if bool(args.values) != bool(args.value_steps):
+        parser.error("--values and --value-steps go together: the metrics, and the steps to read them at")
     return args
 
 
 def _names(text: str) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _steps(text: str) -> list[int]:
+    try:
+        steps = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        steps = []
+    if not steps or min(steps) < 0:
+        raise argparse.ArgumentTypeError(f"expected steps S1,S2 (integers >= 0), got {text!r}")
+    return steps
 
 
 def _windows(text: str) -> list[tuple[int, int]]:
@@ -1197,11 +1224,46 @@ def sums_markdown(table: pd.DataFrame, windows: list[tuple[int, int] | None]) ->
             if pd.isna(value):
                 cells.append("—")
                 continue
-            cell = f"{value:,.0f}" if float(value).is_integer() else f"{value:,.4g}"
+            cell = _count_or_fraction(value)
             logged, length = row.get(f"{c}: steps logged"), lengths.get(c.rsplit(", ", 1)[-1])
             if length is not None and logged < length:
                 cell += f" ({logged:.0f} of {length} steps)"
             cells.append(cell)
+        lines.append(f"| {row['run']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _count_or_fraction(value: float) -> str:
+    """Counts in full (a 30-step rollout total is not 3.187e+04), anything else to 4 significant digits."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.4g}"
+
+
+def values_table(frames: dict[str, pd.DataFrame], metrics: list[str], steps: list[int]) -> pd.DataFrame:
+    """Per run, each metric's logged value at each of ``steps``, in columns ``"<metric>, step <s>"``; NaN where
+    the run did not log it there (a run that stopped earlier, or a metric logged only at some steps)."""
+    rows = []
+    for label, frame in frames.items():
+        row: dict = {"run": label}
+        for metric in metrics:
+            if metric not in frame.columns:
+                logger.warning("run %s: no %s logged", label, metric)
+            logged = frame.get(metric, pd.Series(dtype=float))
+            for step in steps:
+                row[f"{metric}, step {step}"] = float(logged.get(step, float("nan")))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def values_markdown(table: pd.DataFrame) -> str:
+    columns = [c for c in table.columns if c != "run"]
+    lines = [
+        "Training metrics at given steps, per run (— where the run did not log the metric at that step).",
+        "",
+        "| run | " + " | ".join(columns) + " |",
+        "|" + "---|" * (len(columns) + 1),
+    ]
+    for _, row in table.iterrows():
+        cells = ["—" if pd.isna(row[c]) else _count_or_fraction(row[c]) for c in columns]
         lines.append(f"| {row['run']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -1317,6 +1379,11 @@ def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
         table = sums_table({label: frames[label] for label in kept}, args.sums, args.sum_steps or [None])
         extra = sums_markdown(table, args.sum_steps or [None])
         _write_table(args.out, "sums_table", extra, table, written)
+        markdown += "\n" + extra
+    if args.values:
+        table = values_table({label: frames[label] for label in kept}, args.values, args.value_steps)
+        extra = values_markdown(table)
+        _write_table(args.out, "values_table", extra, table, written)
         markdown += "\n" + extra
     return markdown, written
 

@@ -26,11 +26,13 @@ costmodel() {
 }
 # Accuracy against generated rollouts, seeds aggregated. pc4x12_spread_s2 of batch 2 stopped at step 2 and is left
 # out; batch 11 ran it again ($F). pc4x12ref: PC 4+12 under preset=reference (its mini-batch arithmetic), one seed.
-python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 $G16 --out $R/default \
+# values_table.md: each run's rounds at step 1, when PC's buffer is empty.
+STEP1="--values training/num_gen_batches --value-steps 1"
+python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 $G16 $STEP1 --out $R/default \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl \
   pc4x12ref_s1=$F/pc4x12ref_default_s1/metrics.jsonl >/dev/null
-python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 $G16 --out $R/spread \
+python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 $G16 $STEP1 --out $R/spread \
   grpo16_s1=$D/grpo16_spread_s1/metrics.jsonl grpo16_s2=$D/grpo16_spread_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_spread_s1/metrics.jsonl pc4x12_s2=$F/pc4x12_spread_s2/metrics.jsonl >/dev/null
 for mix in default spread; do
@@ -84,6 +86,12 @@ python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,
   grpo16_s1=$E/grpo16_calibrated_s1/metrics.jsonl grpo16_s2=$E/grpo16_calibrated_s2/metrics.jsonl \
   pc4x12_s1=$E/pc4x12_calibrated_s1/metrics.jsonl pc4x12_s2=$E/pc4x12_calibrated_s2/metrics.jsonl \
   dapo16_s1=$F/dapo16_calibrated_s1/metrics.jsonl dapo16_s2=$E/dapo16_calibrated_s2/metrics.jsonl >/dev/null
+# dapo16_calibrated_s1's two runs of one line (batch 4a to step 29, batch 11), side by side against the same target:
+# how far one configuration and seed drifts between runs (README, "A seed fixes the data order, not the run").
+target=$(python -c "import csv; print(next(csv.DictReader(open('$R/calibrated/seeds_table.csv')))['target'])")
+python -m recipe.pc.report --target "$target" --baseline dapo16_s1_batch11 --at-steps 0,5,10,15,20,25 \
+  --values training/num_gen_batches --value-steps 1,2,3,4 --no-plot --out $R/calibrated_dapo_rerun \
+  dapo16_s1_batch4a=$E/dapo16_calibrated_s1/metrics.jsonl dapo16_s1_batch11=$F/dapo16_calibrated_s1/metrics.jsonl >/dev/null
 python -m recipe.pc.plan $E/grpo16_calibrated_s1/dump --window 10 --by-source \
   --histogram $R/pass_rates_grpo16_calibrated_s1.png >$R/calibrated/pass_rates_by_source.md
 # The cost model fed with the GRPO run's pass rates (same mix and seed), against the PC and DAPO runs' logs.
@@ -263,9 +271,10 @@ done
 # the sums (sums_table.md): each run's rounds, skipped prompts and generated rollouts before and from step 18, the
 # earliest a prompt comes back on 3,000 prompts.
 mkdir -p $R/default_stages
-python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 5,10,15,20,25,30 $G16 \
+python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 0,5,10,15,20,25,30 $G16 \
   --sums training/num_gen_batches,filtering_stats/skipped_count,rollout_stats/num_rollouts_sample \
-  --sum-steps 1:17,18:30,1:30 --out $R/default_stages \
+  --sum-steps 1:17,18:30,1:30 --values filtering_stats/skipped_count,filtering_stats/skip_p_easy \
+  --value-steps 17,18,19,20,30 --out $R/default_stages \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl \
   pc4x12screen2_s1=$G/pc4x12screen2_default_s1/metrics.jsonl pc4x12screen2_s2=$G/pc4x12screen2_default_s2/metrics.jsonl \
@@ -316,6 +325,7 @@ costmodel $R/calibrated_g64/costmodel_per_step.md $seed3 --per-step
 target=$(python -c "import csv; print(next(csv.DictReader(open('$R/default/seeds_table.csv')))['target'])")
 python -m recipe.pc.report --target "$target" --baseline grpo16_default_s1 --at-steps 0,5,10,15 \
   --sums rollout_stats/num_rollouts_sample,training/num_gen_batches,filtering_stats/skipped_count --sum-steps 1:11,1:13 \
+  --values training/num_gen_batches,filtering_stats/skipped_count,exclusion_stats/dataset_size --value-steps 1,2,13 \
   --out $R/batch18_partial \
   grpo16_default_s1=$D/grpo16_default_s1/metrics.jsonl grpo16t40_default_s1=$L/grpo16t40_default_s1/metrics.jsonl \
   grpo16_default_s2=$D/grpo16_default_s2/metrics.jsonl grpo16t40_default_s2=$L/grpo16t40_default_s2/metrics.jsonl \
@@ -326,4 +336,4 @@ python -m recipe.pc.report --target "$target" --baseline grpo16_default_s1 --at-
   pc4x12_default480_s1=$L/pc4x12_default480_s1/metrics.jsonl pc4x12skip_default480_s1=$L/pc4x12skip_default480_s1/metrics.jsonl \
   pc4x12_default480_s2=$L/pc4x12_default480_s2/metrics.jsonl \
   pc4x12skip_default480_s2=$L/pc4x12skip_default480_s2/metrics.jsonl >/dev/null
-ls $R/default $R/spread $R/default_g64 $R/calibrated $R/calibrated_g64 $R/calibrated_g64_t36 $R/default_stages
+ls $R/default $R/spread $R/default_g64 $R/calibrated $R/calibrated_g64 $R/calibrated_g64_t36 $R/default_stages $R/batch18_partial $R/calibrated_dapo_rerun
