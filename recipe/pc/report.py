@@ -1210,26 +1210,23 @@ def sums_table(
 def sums_markdown(table: pd.DataFrame, windows: list[tuple[int, int] | None]) -> str:
     """``sums_table`` as Markdown; a sum over part of its window (a run that stopped inside it) says so."""
     lengths = {_window_label(w): w[1] - w[0] + 1 for w in windows if w is not None}
+
+    def cell(row: pd.Series, column: str) -> str:
+        if pd.isna(row[column]):
+            return "—"
+        logged, length = row.get(f"{column}: steps logged"), lengths.get(column.rsplit(", ", 1)[-1])
+        partial = f" ({logged:.0f} of {length} steps)" if length is not None and logged < length else ""
+        return _count_or_fraction(row[column]) + partial
+
     columns = [c for c in table.columns if c != "run" and not c.endswith(": steps logged")]
-    lines = [
-        "Sums over windows of training steps (inclusive), per run.",
-        "",
-        "| run | " + " | ".join(columns) + " |",
-        "|" + "---|" * (len(columns) + 1),
-    ]
+    return _per_run_markdown("Sums over windows of training steps (inclusive), per run.", table, columns, cell)
+
+
+def _per_run_markdown(title: str, table: pd.DataFrame, columns: list[str], cell) -> str:
+    """One row a run of ``table``: ``cell(row, column)`` for each of ``columns``."""
+    lines = [title, "", "| run | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
     for _, row in table.iterrows():
-        cells = []
-        for c in columns:
-            value = row[c]
-            if pd.isna(value):
-                cells.append("—")
-                continue
-            cell = _count_or_fraction(value)
-            logged, length = row.get(f"{c}: steps logged"), lengths.get(c.rsplit(", ", 1)[-1])
-            if length is not None and logged < length:
-                cell += f" ({logged:.0f} of {length} steps)"
-            cells.append(cell)
-        lines.append(f"| {row['run']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {row['run']} | " + " | ".join(cell(row, c) for c in columns) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -1255,17 +1252,11 @@ def values_table(frames: dict[str, pd.DataFrame], metrics: list[str], steps: lis
 
 
 def values_markdown(table: pd.DataFrame) -> str:
+    title = "Training metrics at given steps, per run (— where the run did not log the metric at that step)."
     columns = [c for c in table.columns if c != "run"]
-    lines = [
-        "Training metrics at given steps, per run (— where the run did not log the metric at that step).",
-        "",
-        "| run | " + " | ".join(columns) + " |",
-        "|" + "---|" * (len(columns) + 1),
-    ]
-    for _, row in table.iterrows():
-        cells = ["—" if pd.isna(row[c]) else _count_or_fraction(row[c]) for c in columns]
-        lines.append(f"| {row['run']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return _per_run_markdown(
+        title, table, columns, lambda row, c: "—" if pd.isna(row[c]) else _count_or_fraction(row[c])
+    )
 
 
 def at_steps_markdown(curves: dict[str, pd.DataFrame], steps: list[int]) -> str:
