@@ -1126,15 +1126,21 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> tupl
     return markdown, [label for labels in groups.values() for label in labels]
 
 
+def _logged(label: str, frame: pd.DataFrame, metric: str) -> pd.Series:
+    """A run's values of ``metric`` by step; empty, with a warning, where the run never logged it."""
+    if metric not in frame.columns:
+        logger.warning("run %s: no %s logged", label, metric)
+        return pd.Series(dtype=float)
+    return frame[metric]
+
+
 def means_table(frames: dict[str, pd.DataFrame], metrics: list[str], seeds: bool) -> pd.DataFrame:
     """Each metric's mean over the steps that logged it, per run; with ``seeds``, per configuration: the mean of
     its seeds' means and their min and max. A metric a run did not log is NaN (and warned about)."""
     per_run = {}
     for label, frame in frames.items():
-        for metric in metrics:
-            if metric not in frame.columns:
-                logger.warning("run %s: no %s logged", label, metric)
-        per_run[label] = {m: float(frame[m].mean()) if m in frame.columns else float("nan") for m in metrics}
+        # An empty series' mean is NaN: a metric the run never logged.
+        per_run[label] = {m: float(_logged(label, frame, m).mean()) for m in metrics}
     groups = seed_groups(list(frames)) if seeds else {label: [label] for label in frames}
     rows = []
     for config, labels in groups.items():
@@ -1188,13 +1194,12 @@ def sums_table(
     for label, frame in frames.items():
         row: dict = {"run": label}
         for metric in metrics:
-            if metric not in frame.columns:
-                logger.warning("run %s: no %s logged", label, metric)
+            every = _logged(label, frame, metric)
             for window in windows:
                 name = _window_label(window)
-                logged = frame.get(metric, pd.Series(dtype=float))
+                logged = every
                 if window is not None:
-                    logged = logged.loc[window[0] : window[1]]
+                    logged = every.loc[window[0] : window[1]]
                     steps = window[1] - window[0] + 1
                     if metric in frame.columns and logged.count() < steps:
                         logger.warning(
@@ -1242,9 +1247,7 @@ def values_table(frames: dict[str, pd.DataFrame], metrics: list[str], steps: lis
     for label, frame in frames.items():
         row: dict = {"run": label}
         for metric in metrics:
-            if metric not in frame.columns:
-                logger.warning("run %s: no %s logged", label, metric)
-            logged = frame.get(metric, pd.Series(dtype=float))
+            logged = _logged(label, frame, metric)
             for step in steps:
                 row[f"{metric}, step {step}"] = float(logged.get(step, float("nan")))
         rows.append(row)
@@ -1351,6 +1354,7 @@ def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
         markdown = _per_run_report(args, frames, curves, benchmarks, columns, written)
         kept = list(curves)
     # The extra tables cover the runs the main table used, no others.
+    kept_frames = {label: frames[label] for label in kept}
     if args.at_steps:
         extra = at_steps_markdown({label: curves[label] for label in kept}, args.at_steps)
         _write(args.out / "at_steps.md", extra, written)
@@ -1362,17 +1366,17 @@ def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
         _write_table(args.out, "at_rollouts", extra, table, written)
         markdown += "\n" + extra
     if args.means:
-        table = means_table({label: frames[label] for label in kept}, args.means, args.seeds)
+        table = means_table(kept_frames, args.means, args.seeds)
         extra = means_markdown(table, args.means)
         _write_table(args.out, "means_table", extra, table, written)
         markdown += "\n" + extra
     if args.sums:
-        table = sums_table({label: frames[label] for label in kept}, args.sums, args.sum_steps or [None])
+        table = sums_table(kept_frames, args.sums, args.sum_steps or [None])
         extra = sums_markdown(table, args.sum_steps or [None])
         _write_table(args.out, "sums_table", extra, table, written)
         markdown += "\n" + extra
     if args.values:
-        table = values_table({label: frames[label] for label in kept}, args.values, args.value_steps)
+        table = values_table(kept_frames, args.values, args.value_steps)
         extra = values_markdown(table)
         _write_table(args.out, "values_table", extra, table, written)
         markdown += "\n" + extra
