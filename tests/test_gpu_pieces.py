@@ -73,6 +73,9 @@ def test_pieces_leave_room_for_the_working_tree_and_the_margin(tmp_path):
     assert max(f.stat().st_size for d in out.glob("c*") for f in d.iterdir()) == LIMIT - 40_000
     refused = pieces(tmp_path, "pack", bundle, gguf, tmp_path / "o2", TREE_BYTES=str(LIMIT - 1000))
     assert refused.returncode == 2 and "leaves no room for a piece" in refused.stderr
+    # The bundle's parts and the GGUF together (310,001 bytes) need 4 calls of 100,000: 3 are too few.
+    assert pieces(tmp_path, "pack", bundle, gguf, tmp_path / "o3", MAX_CALLS="3").returncode == 2
+    assert pieces(tmp_path, "pack", bundle, gguf, tmp_path / "o4", MAX_CALLS="4").returncode == 0
 
 
 def test_join_names_the_missing_piece_and_writes_nothing(tmp_path):
@@ -111,6 +114,7 @@ def test_pack_refuses_a_bundle_or_gguf_it_cannot_use(tmp_path, broken):
     packed = pieces(tmp_path, "pack", bundle, gguf, tmp_path / "out")
     expected = {"sha": "do not match", "no_parts": "no p*/bundle.part.*", "no_gguf": "no GGUF"}[broken]
     assert packed.returncode == 2 and expected in packed.stderr
+    assert not (tmp_path / "out").exists()  # no half-built pieces to carry by mistake
 
 
 def test_stash_says_when_a_call_carried_no_piece(tmp_path):

@@ -38,7 +38,7 @@ case "${1:-}" in
       awk '{s += $1} END {print s + 0}')}
     limit=${TRANSFER_LIMIT:-$((64 * MIB))} margin=${MARGIN:-$((8 * MIB))}
     room=$((limit - tree - margin))
-    total=$(($(cat "${parts[@]}" | wc -c) + $(stat -c %s "$gguf")))
+    total=$(stat -c %s "${parts[@]}" "$gguf" | awk '{s += $1} END {print s}')
     # Each piece is a device call within 30 s of the last: past MAX_CALLS the transfer eats the lease.
     if [ "$room" -le 0 ] || [ $(((total + room - 1) / room)) -gt "${MAX_CALLS:-16}" ]; then
       die "the working tree ($((tree / MIB)) MiB) leaves no room for a piece under the $((limit / MIB)) MiB" \
@@ -50,7 +50,7 @@ case "${1:-}" in
     bundle_bytes=$(stat -c %s "$out/all.bin")
     # The parts joined must be the bundle build_bundle.sh hashed, or the host's unpack fails after the whole transfer.
     [ "$(sha256sum <"$out/all.bin" | cut -d' ' -f1)" = "$(cut -d' ' -f1 "$bundle/bundle.tar.xz.sha256")" ] ||
-      die "$bundle's pieces do not match its bundle.tar.xz.sha256"
+      { rm -rf "$out"; die "$bundle's pieces do not match its bundle.tar.xz.sha256"; }
     cat "$gguf" >>"$out/all.bin"
     gguf_bytes=$(stat -c %s "$gguf")
     (cd "$out" && split -b "$room" -d -a 2 all.bin part. && rm all.bin)
