@@ -10,6 +10,7 @@ F=docs/results/regimes/2026-11-26e G=docs/results/regimes/2026-11-26f  # batch 1
 H=docs/results/regimes/2026-11-27 I=docs/results/regimes/2026-11-27b  # batch 14; batch 17
 J=docs/results/regimes/2026-11-27c K=docs/results/regimes/2026-11-27d  # batch 15; batch 16
 L=docs/results/regimes/2026-11-27e M=docs/results/regimes/2026-11-27f  # batch 18 (partial); its ref seed 2 alone
+N=docs/results/regimes/2026-11-27g  # batch 18 again, whole (4 x H100)
 # dapo16_calibrated_s1 reached step 29 in batch 4a and ran again, to step 30, in batch 11: every table uses that run.
 CAL_DAPO=("" $F $E)  # the folder of dapo16_calibrated_s<seed>
 # Accuracy at equal generated rollouts (at_rollouts.md), added after batch 17 to every folder: at GRPO's cumulative
@@ -25,13 +26,14 @@ costmodel() {
   echo >>"$out"
 }
 # Accuracy against generated rollouts, seeds aggregated. pc4x12_spread_s2 of batch 2 stopped at step 2 and is left
-# out; batch 11 ran it again ($F). pc4x12ref: PC 4+12 under preset=reference (its mini-batch arithmetic), one seed.
+# out; batch 11 ran it again ($F). pc4x12ref: PC 4+12 under preset=reference (its mini-batch arithmetic), seed 1 from
+# batch 11, seed 2 from batch 18 ($N).
 # values_table.md: each run's rounds at step 1, when PC's buffer is empty.
 STEP1="--values training/num_gen_batches --value-steps 1"
 python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 $G16 $STEP1 --out $R/default \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl \
-  pc4x12ref_s1=$F/pc4x12ref_default_s1/metrics.jsonl >/dev/null
+  pc4x12ref_s1=$F/pc4x12ref_default_s1/metrics.jsonl pc4x12ref_s2=$N/pc4x12ref_default_s2/metrics.jsonl >/dev/null
 python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 $G16 $STEP1 --out $R/spread \
   grpo16_s1=$D/grpo16_spread_s1/metrics.jsonl grpo16_s2=$D/grpo16_spread_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_spread_s1/metrics.jsonl pc4x12_s2=$F/pc4x12_spread_s2/metrics.jsonl >/dev/null
@@ -47,9 +49,11 @@ for mix in default spread; do
     costmodel $R/$mix/costmodel_vs_measured.md $D/grpo16_${mix}_s$seed/dump 32 96 4+12 --measured pc:4+12=$pc
   done
 done
-# PC 4+12 under preset=reference (batch 11) against the same GRPO dump as its improved-preset twin.
+# PC 4+12 under preset=reference (seed 1 batch 11, seed 2 batch 18) against the same GRPO dump as its improved twin.
 costmodel $R/default/costmodel_vs_measured.md $D/grpo16_default_s1/dump 32 96 4+12 \
   --measured pc:4+12=$F/pc4x12ref_default_s1/metrics.jsonl
+costmodel $R/default/costmodel_vs_measured.md $D/grpo16_default_s2/dump 32 96 4+12 \
+  --measured pc:4+12=$N/pc4x12ref_default_s2/metrics.jsonl
 # The warm-up: steps 2-10 only (step 1 starts with an empty buffer, which the steady-state model leaves out).
 echo "Steps 2-10 only (without the warm-up step):" >>$R/default/costmodel_vs_measured.md
 python -m recipe.pc.plan $D/grpo16_default_s1/dump --steps 2:10 --train-batch-size 32 --gen-batch-size 96 --pc 4+12 \
@@ -147,6 +151,8 @@ costmodel $R/spread/costmodel_per_step.md $D/grpo16_spread_s2/dump 32 96 4+12 --
   --measured pc:4+12=$F/pc4x12_spread_s2/metrics.jsonl
 costmodel $R/default/costmodel_per_step.md $D/grpo16_default_s1/dump 32 96 4+12 --per-step \
   --measured pc:4+12=$F/pc4x12ref_default_s1/metrics.jsonl
+costmodel $R/default/costmodel_per_step.md $D/grpo16_default_s2/dump 32 96 4+12 --per-step \
+  --measured pc:4+12=$N/pc4x12ref_default_s2/metrics.jsonl
 # Batches 11, 13 and 14 (2026-11-26e, f, 2026-11-27): groups of 64 on the calibrated mix, GRPO n=64 and PC 16+48 (seed
 # 1 in batch 11, seed 2 in batch 13), PC 8+56 (both seeds, batch 13), PC 4+60 (both seeds, batch 14) and PC 16+48 with
 # a screen of 4 (seed 1 in batch 14; seed 2 hung there in step 14, launch README, and ran in batch 16, 2026-11-27d).
@@ -336,4 +342,28 @@ python -m recipe.pc.report --target "$target" --baseline grpo16_default_s1 --at-
   pc4x12_default480_s1=$L/pc4x12_default480_s1/metrics.jsonl pc4x12skip_default480_s1=$L/pc4x12skip_default480_s1/metrics.jsonl \
   pc4x12_default480_s2=$L/pc4x12_default480_s2/metrics.jsonl \
   pc4x12skip_default480_s2=$L/pc4x12skip_default480_s2/metrics.jsonl >/dev/null
-ls $R/default $R/spread $R/default_g64 $R/calibrated $R/calibrated_g64 $R/calibrated_g64_t36 $R/default_stages $R/batch18_partial $R/calibrated_dapo_rerun
+# Batch 18 whole (2026-11-27g), read by the rule written before it (README). (c) The 40-step GRPO n=16 runs set a
+# second target for the default mix's groups of 16 (the peak of their mean curve); batch 1's 30-step runs of the same
+# seeds stand beside them as reruns, with every PC run of default/ and default_stages/.
+python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16t40 --at-steps 10,15,20,25,30,35,40 \
+  --at-rollouts 5120,10240,15360,20480 --out $R/default_t40 \
+  grpo16t40_s1=$N/grpo16t40_default_s1/metrics.jsonl grpo16t40_s2=$N/grpo16t40_default_s2/metrics.jsonl \
+  grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
+  pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl \
+  pc4x12ref_s1=$F/pc4x12ref_default_s1/metrics.jsonl pc4x12ref_s2=$N/pc4x12ref_default_s2/metrics.jsonl \
+  pc4x12screen2_s1=$G/pc4x12screen2_default_s1/metrics.jsonl pc4x12screen2_s2=$G/pc4x12screen2_default_s2/metrics.jsonl \
+  grpo16ds32_s1=$G/grpo16ds32_default_s1/metrics.jsonl grpo16ds32_s2=$G/grpo16ds32_default_s2/metrics.jsonl \
+  pc4x12skip_s1=$H/pc4x12skip_default_s1/metrics.jsonl pc4x12skip_s2=$K/pc4x12skip_default_s2/metrics.jsonl \
+  pc4x12ds24_s1=$K/pc4x12ds24_default_s1/metrics.jsonl pc4x12ds24_s2=$K/pc4x12ds24_default_s2/metrics.jsonl >/dev/null
+# (b) GRESO skipping on 480 of the default mix's prompts (batch 9's lines): GRPO n=16 and PC 4+12, each with and
+# without skipping, against the peak of GRPO n=16's mean curve on those prompts. The rounds, skipped prompts and
+# rollouts summed over the steps every run logged (1-13) and over 30; each run's epoch, rounds and pool at a few steps.
+python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 0,5,10,15,20,25,30 $G16 \
+  --sums training/num_gen_batches,filtering_stats/skipped_count,rollout_stats/num_rollouts_sample --sum-steps 1:13,14:30,1:30 \
+  --values training/epoch,training/num_gen_batches,exclusion_stats/dataset_size,filtering_stats/skip_p_hard \
+  --value-steps 5,10,13,15,20,25,29 --out $R/default480 \
+  grpo16_s1=$N/grpo16_default480_s1/metrics.jsonl grpo16_s2=$N/grpo16_default480_s2/metrics.jsonl \
+  grpo16skip_s1=$N/grpo16skip_default480_s1/metrics.jsonl grpo16skip_s2=$N/grpo16skip_default480_s2/metrics.jsonl \
+  pc4x12_s1=$N/pc4x12_default480_s1/metrics.jsonl pc4x12_s2=$N/pc4x12_default480_s2/metrics.jsonl \
+  pc4x12skip_s1=$N/pc4x12skip_default480_s1/metrics.jsonl pc4x12skip_s2=$N/pc4x12skip_default480_s2/metrics.jsonl >/dev/null
+ls $R/default $R/spread $R/default_g64 $R/calibrated $R/calibrated_g64 $R/calibrated_g64_t36 $R/default_stages $R/batch18_partial $R/calibrated_dapo_rerun $R/default_t40 $R/default480
