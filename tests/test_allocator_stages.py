@@ -286,6 +286,47 @@ def test_skipping_keeps_batch_sizes_counts_every_rollout_and_brings_prompts_back
     assert all(len(set(c.uids)) == B for c in updates)
 
 
+def test_running_out_of_epochs_while_skipping_says_how_many_epochs_and_skips_the_last_step_took(
+    tmp_path, tokenizer, caplog
+):
+    # Batch 18's PC runs on 480 prompts: once nearly every prompt had a streak, a round needed many passes over
+    # the data, and trainer.total_epochs (not the steps) ended the run. Here every prompt gets a long streak
+    # after the first step of the third epoch (some prompts were skipped by then), so no round fills again.
+    env_file_logger(tmp_path)
+    epochs = 8
+    extra = ["algorithm.skip.enable=true", "algorithm.skip.explore_floor=1e-9", "algorithm.skip.p_min=0.01"]
+    trainer = build_trainer(
+        tmp_path, tokenizer, extra=[*extra, "trainer.total_training_steps=50", f"trainer.total_epochs={epochs}"]
+    )
+    skips = record_skips(trainer)
+    marks = []
+    end_step = trainer.skipper.end_step
+
+    def hopeless_after_the_step(epoch):
+        metrics = end_step(epoch)
+        if epoch >= 2:
+            trainer.skipper.p_easy = trainer.skipper.p_hard = 0.01
+            trainer.skipper.streaks = {i: -50 for i in range(len(trainer.train_dataset.dataframe))}
+        marks.append((epoch, len(skips)))
+        return metrics
+
+    trainer.skipper.end_step = hopeless_after_the_step
+    with caplog.at_level("WARNING"):
+        trainer.fit()
+    epoch_of_last_step, seen = marks[-1]
+    skipped_since = sum(len(ids) for _, ids in skips[seen:])
+    assert trainer.epoch == epochs and epoch_of_last_step == 2 and skipped_since > 0
+    assert sum(len(ids) for _, ids in skips[:seen]) > 0  # the count is the last step's, not the run's
+    assert (
+        f"training data ran out at step {len(marks)} (trainer.total_epochs={epochs}, "
+        "trainer.total_training_steps=50); with algorithm.skip.enable every pass over the" in caplog.text
+    )
+    assert (
+        f"step {len(marks) + 1} was unfinished after {epochs - epoch_of_last_step} epochs and {skipped_since} "
+        "skipped prompt draws; raise trainer.total_epochs" in caplog.text
+    )
+
+
 @pytest.mark.parametrize("method", ["pilot_commit", "grpo"])
 def test_resume_restores_the_skip_history_and_the_pool_of_kept_prompts(tmp_path, tokenizer, method):
     """Catches: skip streaks, exploration probabilities or pooled prompts not saved, or not restored."""

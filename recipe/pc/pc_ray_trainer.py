@@ -206,6 +206,7 @@ class RayPCTrainer(RayPPOTrainer):
         SkipManager.set_step(self.global_steps)
         tally, parts, timing_raw = StepTally(), [], {}
         last_validated_step = None
+        self._step_began_at_epoch = self.epoch
 
         while self.epoch < self.config.trainer.total_epochs:
             for prompts in self._generation_batches():
@@ -240,6 +241,7 @@ class RayPCTrainer(RayPPOTrainer):
                 progress.update(1)
                 tally, parts, timing_raw = StepTally(), [], {}
                 self.allocator.counters.reset()
+                self._step_began_at_epoch = self.epoch
                 if is_last_step:
                     progress.close()
                     self._finish()
@@ -696,10 +698,11 @@ class RayPCTrainer(RayPPOTrainer):
         """The data ran out before total_training_steps: validate and checkpoint the final policy, then finish."""
         final_step = self.global_steps - 1
         logger.warning(
-            "training data ran out at step %d (trainer.total_epochs=%s, trainer.total_training_steps=%s)",
+            "training data ran out at step %d (trainer.total_epochs=%s, trainer.total_training_steps=%s)%s",
             final_step,
             self.config.trainer.total_epochs,
             self.total_training_steps,
+            self._skip_exhaustion_hint(),
         )
         if final_step > 0:
             self.global_steps = final_step
@@ -708,6 +711,17 @@ class RayPCTrainer(RayPPOTrainer):
             if self.config.trainer.save_freq > 0 and self._last_saved_step != final_step:
                 self._save_checkpoint()
         self._finish()
+
+    def _skip_exhaustion_hint(self) -> str:
+        """Why skipping can end a run early: a pass that skips most prompts costs no generation but still counts
+        as an epoch (batch 18 ran 100 epochs by step 13 on 480 prompts, docs/results/regimes/README.md)."""
+        if self.skipper is None:
+            return ""
+        return (
+            f"; with algorithm.skip.enable every pass over the {len(self.train_dataset)} prompts is an epoch however "
+            f"many it skips: step {self.global_steps} was unfinished after {self.epoch - self._step_began_at_epoch} "
+            f"epochs and {self.skipper.skipped_this_step} skipped prompt draws; raise trainer.total_epochs"
+        )
 
     # ------------------------------------------------------------------ checkpoints
     def _save_checkpoint(self):

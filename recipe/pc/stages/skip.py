@@ -86,6 +86,10 @@ class PromptSkipper:
         self.total_skipped += skipped
         return keep
 
+    @property
+    def skipped_this_step(self) -> int:
+        return int(self._step_counts[0])
+
     def observe(self, stats: list[GroupStats]) -> None:
         for s in stats:
             easy, hard = update_streaks(self.streaks, s)
