@@ -359,11 +359,20 @@ python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16t40 --at-st
 # without skipping, against the peak of GRPO n=16's mean curve on those prompts. The rounds, skipped prompts and
 # rollouts summed over the steps every run logged (1-13) and over 30; each run's epoch, rounds and pool at a few steps.
 python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 0,5,10,15,20,25,30 $G16 \
-  --sums training/num_gen_batches,filtering_stats/skipped_count,rollout_stats/num_rollouts_sample --sum-steps 1:13,14:30,1:30 \
+  --sums training/num_gen_batches,filtering_stats/skipped_count,rollout_stats/num_rollouts_sample --sum-steps 1:13,14:30,21:30,1:30 \
   --values training/epoch,training/num_gen_batches,exclusion_stats/dataset_size,filtering_stats/skip_p_hard \
   --value-steps 5,10,13,15,20,25,29 --out $R/default480 \
   grpo16_s1=$N/grpo16_default480_s1/metrics.jsonl grpo16_s2=$N/grpo16_default480_s2/metrics.jsonl \
   grpo16skip_s1=$N/grpo16skip_default480_s1/metrics.jsonl grpo16skip_s2=$N/grpo16skip_default480_s2/metrics.jsonl \
   pc4x12_s1=$N/pc4x12_default480_s1/metrics.jsonl pc4x12_s2=$N/pc4x12_default480_s2/metrics.jsonl \
   pc4x12skip_s1=$N/pc4x12skip_default480_s1/metrics.jsonl pc4x12skip_s2=$N/pc4x12skip_default480_s2/metrics.jsonl >/dev/null
+# The cost model fed with the same seed's GRPO n=16 dump on the 480 prompts, against PC 4+12 without skipping (the
+# skipping runs have the simulator's prediction, default/preregistered_skip_s{1,2}.md).
+: >$R/default480/costmodel_vs_measured.md
+: >$R/default480/costmodel_per_step.md
+for seed in 1 2; do
+  pc480="$N/grpo16_default480_s$seed/dump 32 96 4+12 --measured pc:4+12=$N/pc4x12_default480_s$seed/metrics.jsonl"
+  costmodel $R/default480/costmodel_vs_measured.md $pc480
+  costmodel $R/default480/costmodel_per_step.md $pc480 --per-step
+done
 ls $R/default $R/spread $R/default_g64 $R/calibrated $R/calibrated_g64 $R/calibrated_g64_t36 $R/default_stages $R/batch18_partial $R/calibrated_dapo_rerun $R/default_t40 $R/default480
