@@ -28,8 +28,8 @@ costmodel() {
 # Accuracy against generated rollouts, seeds aggregated. pc4x12_spread_s2 of batch 2 stopped at step 2 and is left
 # out; batch 11 ran it again ($F). pc4x12ref: PC 4+12 under preset=reference (its mini-batch arithmetic), seed 1 from
 # batch 11, seed 2 from batch 18 ($N).
-# values_table.md: each run's rounds at step 1, when PC's buffer is empty.
-STEP1="--values training/num_gen_batches --value-steps 1"
+# values_table.md: each run's rounds at step 1, when PC's buffer is empty, and its epoch at steps 1 and 30.
+STEP1="--values training/num_gen_batches,training/epoch --value-steps 1,30"
 python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 $G16 $STEP1 --out $R/default \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl \
@@ -359,8 +359,9 @@ python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16t40 --at-st
 # without skipping, against the peak of GRPO n=16's mean curve on those prompts. The rounds, skipped prompts and
 # rollouts summed over the steps every run logged (1-13) and over 30; each run's epoch, rounds and pool at a few steps.
 python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 0,5,10,15,20,25,30 $G16 \
-  --sums training/num_gen_batches,filtering_stats/skipped_count,rollout_stats/num_rollouts_sample --sum-steps 1:13,14:30,21:30,1:30 \
-  --values training/epoch,training/num_gen_batches,exclusion_stats/dataset_size,filtering_stats/skip_p_hard \
+  --sums training/num_gen_batches,filtering_stats/skipped_count,rollout_stats/num_rollouts_sample,training/unfilled_batch \
+  --sum-steps 1:13,14:30,21:30,1:30 \
+  --values training/epoch,training/num_gen_batches,training/num_prompt_in_batch,exclusion_stats/dataset_size,filtering_stats/skip_p_hard \
   --value-steps 5,10,13,15,20,25,29 --out $R/default480 \
   grpo16_s1=$N/grpo16_default480_s1/metrics.jsonl grpo16_s2=$N/grpo16_default480_s2/metrics.jsonl \
   grpo16skip_s1=$N/grpo16skip_default480_s1/metrics.jsonl grpo16skip_s2=$N/grpo16skip_default480_s2/metrics.jsonl \
