@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from recipe.pc import plan
+from recipe.pc.costmodel import PilotCommit, predict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -106,6 +107,30 @@ def test_other_bad_inputs(tmp_path, capsys):
     assert "--pc" in capsys.readouterr().err
     assert plan.main([FIXTURE, "--p-lower", "0.9", "--p-upper", "0.5"]) == 2
     assert "diversity_threshold_lower" in capsys.readouterr().err
+
+
+def test_train_prompts_notes_the_pc_splits_that_would_pass_over_the_set_more_than_twice(capsys):
+    args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12,8+8"]
+    rates = plan.pass_rates(*plan.read_pass_counts(plan.step_files(FIXTURE, (None, None)), "acc")[1:], (0.0, 0.0))
+    rounds = {
+        f"PC {p}+{c} G=8": predict(rates, PilotCommit(p, c, 8, 4, max_num_gen_batches=10)).rounds_per_step
+        for p, c in ((4, 12), (8, 8))
+    }
+    # The fixture has 3 steps: a split's rounds a step x 8 prompts x 3 steps over the training prompts.
+    for prompts in (10, 30, 100000):
+        assert plan.main([FIXTURE, *args, "--train-prompts", str(prompts)]) == 0
+        out = capsys.readouterr().out
+        for label, r in rounds.items():
+            passes = r * 8 * 3 / prompts
+            note = f"note: {label}: {r:.2f} rounds a step of 8 prompts pass over the {prompts} training prompts "
+            assert (note + f"{passes:.1f} times in 3 steps") in out if passes > 2 else note not in out
+        assert "note: GRPO" not in out and "note: DAPO" not in out  # eviction is PC's
+    assert any(r * 8 * 3 / 10 > 2 for r in rounds.values()) and all(r * 8 * 3 / 100000 <= 2 for r in rounds.values())
+    assert plan.main([FIXTURE, *args]) == 0
+    assert "pass over the" not in capsys.readouterr().out
+    for bad in (["--train-prompts", "0"], ["--train-prompts", "50", "--by-source"]):
+        assert plan.main([FIXTURE, *args, *bad]) == 2
+        assert "--train-prompts" in capsys.readouterr().err
 
 
 def test_gzipped_dumps_read_the_same(tmp_path):

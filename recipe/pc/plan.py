@@ -70,10 +70,37 @@ CRITERION_CAVEAT = (
     "against GRPO's 116, 1.0x (two seeds each); on a mix with pass rates spread over (0, 1) "
     "PC 4+12 paid the same per informative group as GRPO n=16 (30) and needed 1.9x, PC 16+48 needed 1.2x, and "
     "PC 8+56 paid less per informative group than GRPO n=64 (85 against 93) and still needed 1.1x; PC 4+60, the "
-    "cheapest split there, reached parity (1.0x, three seeds each against a 35-step GRPO run). At the same "
+    "cheapest split there, reached parity (1.0x, three seeds each against a 35-step GRPO run); on 480 of the "
+    "arithmetic prompts PC 4+12 evicted the prompts it solved, generated about 4x GRPO's rollouts a step and never "
+    "reached GRPO's accuracy (--train-prompts warns of that regime). At the same "
     "group size a PC step costs at least (n_pilot*G/B + n_commit)/n GRPO steps. Check a recommendation with short "
     "runs."
 )
+
+
+# Passes over the training set past which PC's eviction (at each pass's end, of the prompts its pilots solved) leaves
+# harder prompts than the dump's pass rates: on 480 arithmetic prompts (about 10 passes in 30 steps) the model was
+# 44-49% low, on 3,000 (under 2 passes) within 15% (docs/results/regimes/README.md, "480 prompts").
+EVICTION_PASSES = 2.0
+
+
+def eviction_notes(predictions: list[Prediction], configs: list, train_prompts: int, steps: int) -> list[str]:
+    """A note for each PC configuration predicted to pass over ``train_prompts`` more than EVICTION_PASSES times
+    in ``steps`` steps, where the model, which never evicts, predicts too few rounds."""
+    notes = []
+    for pred, config in zip(predictions, configs, strict=True):
+        if not isinstance(config, PilotCommit) or not math.isfinite(pred.rounds_per_step):
+            continue
+        passes = pred.rounds_per_step * config.gen_batch_size * steps / train_prompts
+        if passes > EVICTION_PASSES:
+            notes.append(
+                f"note: {pred.label}: {pred.rounds_per_step:.2f} rounds a step of {config.gen_batch_size} prompts "
+                f"pass over the {train_prompts} training prompts {passes:.1f} times in {steps} steps. PC evicts the "
+                "prompts its pilots solve at each pass's end and this model does not, so once the prompts left are "
+                "mostly too hard expect more rounds than predicted (on 480 arithmetic prompts, about 10 passes, "
+                "it was 44-49% low: docs/results/regimes/README.md)"
+            )
+    return notes
 
 
 class DumpError(ValueError):
@@ -562,6 +589,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="predict each dumped step from its own pass rates, then average (a run's mean with its warm-up; "
         "with --measured, step by step beside the run)",
     )
+    parser.add_argument(
+        "--train-prompts",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the planned run's training prompts: a note for each PC split that would pass over them more than "
+        f"{EVICTION_PASSES:g} times in the dumped steps' count, where eviction makes the prediction low",
+    )
     parser.add_argument("--by-source", action="store_true", help="per window: pass rates per data source")
     parser.add_argument(
         "--sources", help="only prompts of these data sources, e.g. arith_l2,arith_l3 (a mix made of some of them)"
@@ -610,6 +645,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.per_step and (args.by_source or args.histogram):
         print("error: --per-step is for predictions; --by-source/--histogram show pass rates", file=sys.stderr)
+        return 2
+    if args.train_prompts is not None and (args.train_prompts < 1 or args.measured or args.by_source or args.histogram):
+        print(
+            f"error: --train-prompts {args.train_prompts}: a number of prompts >= 1, for predictions (not with "
+            "--measured, --by-source or --histogram)",
+            file=sys.stderr,
+        )
         return 2
     if args.window is not None and not (args.measured or args.by_source or args.histogram):
         print("error: --window applies to --measured, --by-source and --histogram only", file=sys.stderr)
@@ -680,6 +722,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     print()
     print(format_table(predictions))
+    if args.train_prompts is not None:
+        for note in eviction_notes(predictions, configs, args.train_prompts, len(files)):
+            print(note)
     if simulated:
         what = f"{args.simulate} steps after {args.simulate_warmup}, {args.simulate_runs} run(s)"
         print(f"\nsimulated ({what}" + (f", {args.prompts} prompts drawn from these" if args.prompts else "") + "):")
