@@ -361,12 +361,16 @@ python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16t40 --at-st
 python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 0,5,10,15,20,25,30 $G16 \
   --sums training/num_gen_batches,filtering_stats/skipped_count,rollout_stats/num_rollouts_sample,training/unfilled_batch \
   --sum-steps 1:13,14:30,21:30,1:30 \
-  --values training/epoch,training/num_gen_batches,training/num_prompt_in_batch,exclusion_stats/dataset_size,filtering_stats/skip_p_hard \
-  --value-steps 5,10,13,15,20,25,29 --out $R/default480 \
+  --values training/epoch,training/num_gen_batches,training/num_prompt_in_batch,exclusion_stats/dataset_size,filtering_stats/skip_p_hard,filtering_stats/skipped_count \
+  --value-steps 1,5,10,11,12,13,15,20,25,29 --out $R/default480 \
   grpo16_s1=$N/grpo16_default480_s1/metrics.jsonl grpo16_s2=$N/grpo16_default480_s2/metrics.jsonl \
   grpo16skip_s1=$N/grpo16skip_default480_s1/metrics.jsonl grpo16skip_s2=$N/grpo16skip_default480_s2/metrics.jsonl \
   pc4x12_s1=$N/pc4x12_default480_s1/metrics.jsonl pc4x12_s2=$N/pc4x12_default480_s2/metrics.jsonl \
   pc4x12skip_s1=$N/pc4x12skip_default480_s1/metrics.jsonl pc4x12skip_s2=$N/pc4x12skip_default480_s2/metrics.jsonl >/dev/null
+# Per-prompt pass rates of GRPO n=16 on those prompts, by data source, over its 30 steps.
+for seed in 1 2; do
+  python -m recipe.pc.plan $N/grpo16_default480_s$seed/dump --window 30 --by-source >$R/default480/pass_rates_by_source_s$seed.md
+done
 # The cost model fed with the same seed's GRPO n=16 dump on the 480 prompts, against PC 4+12 without skipping (the
 # skipping runs have the simulator's prediction, default/preregistered_skip_s{1,2}.md).
 : >$R/default480/costmodel_vs_measured.md
