@@ -79,8 +79,8 @@ CRITERION_CAVEAT = (
 
 
 # Passes over the training set past which PC's eviction (at each pass's end, of the prompts its pilots solved) leaves
-# harder prompts than the dump's pass rates: on 480 arithmetic prompts (about 10 passes in 30 steps) the model was
-# 44-49% low, on 3,000 (under 2 passes) within 15% (docs/results/regimes/README.md, "480 prompts").
+# harder prompts than the dump's pass rates: on 480 arithmetic prompts (47 and 56 passes by step 29) the model was
+# 44-49% low, on 3,000 (under 2 passes in 30 steps) within 15% (docs/results/regimes/README.md, "480 prompts").
 EVICTION_PASSES = 2.0
 
 
@@ -97,8 +97,8 @@ def eviction_notes(predictions: list[Prediction], configs: list, train_prompts: 
                 f"note: {pred.label}: {pred.rounds_per_step:.2f} rounds a step of {config.gen_batch_size} prompts "
                 f"pass over the {train_prompts} training prompts {passes:.1f} times in {steps} steps. PC evicts the "
                 "prompts its pilots solve at each pass's end and this model does not, so once the prompts left are "
-                "mostly too hard expect more rounds than predicted (on 480 arithmetic prompts, about 10 passes, "
-                "it was 44-49% low: docs/results/regimes/README.md)"
+                "mostly too hard expect more rounds than predicted (on 480 arithmetic prompts, 47 and 56 passes by "
+                "step 29, it was 44-49% low: docs/results/regimes/README.md)"
             )
     return notes
 
