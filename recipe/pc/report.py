@@ -1190,24 +1190,34 @@ def sums_table(
     ``"<metric>, <window>"``. NaN where the run never logged the metric or logged it at no step of the window. For a
     bounded window, ``"<metric>, <window>: steps logged"`` counts the steps the sum covers, so that a run that
     stopped inside the window keeps that fact in the CSV too."""
+
+    def columns(label: str, metric: str, every: pd.Series) -> dict:
+        cells = {}
+        for window in windows:
+            name = _window_label(window)
+            logged = every
+            if window is not None:
+                logged = every.loc[window[0] : window[1]]
+                steps = window[1] - window[0] + 1
+                if not every.empty and logged.count() < steps:  # a metric never logged was warned about once
+                    logger.warning(
+                        "run %s: %s logged at %d of the %d steps %s", label, metric, logged.count(), steps, name
+                    )
+            cells[f"{metric}, {name}"] = float(logged.sum()) if logged.count() else float("nan")
+            if window is not None:
+                cells[f"{metric}, {name}: steps logged"] = int(logged.count())
+        return cells
+
+    return _per_run_table(frames, metrics, columns)
+
+
+def _per_run_table(frames: dict[str, pd.DataFrame], metrics: list[str], columns) -> pd.DataFrame:
+    """One row a run: ``columns(label, metric, logged)`` for each metric, ``logged`` its values by step."""
     rows = []
     for label, frame in frames.items():
         row: dict = {"run": label}
         for metric in metrics:
-            every = _logged(label, frame, metric)
-            for window in windows:
-                name = _window_label(window)
-                logged = every
-                if window is not None:
-                    logged = every.loc[window[0] : window[1]]
-                    steps = window[1] - window[0] + 1
-                    if metric in frame.columns and logged.count() < steps:
-                        logger.warning(
-                            "run %s: %s logged at %d of the %d steps %s", label, metric, logged.count(), steps, name
-                        )
-                row[f"{metric}, {name}"] = float(logged.sum()) if logged.count() else float("nan")
-                if window is not None:
-                    row[f"{metric}, {name}: steps logged"] = int(logged.count())
+            row.update(columns(label, metric, _logged(label, frame, metric)))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -1243,15 +1253,11 @@ def _count_or_fraction(value: float) -> str:
 def values_table(frames: dict[str, pd.DataFrame], metrics: list[str], steps: list[int]) -> pd.DataFrame:
     """Per run, each metric's logged value at each of ``steps``, in columns ``"<metric>, step <s>"``; NaN where
     the run did not log it there (a run that stopped earlier, or a metric logged only at some steps)."""
-    rows = []
-    for label, frame in frames.items():
-        row: dict = {"run": label}
-        for metric in metrics:
-            logged = _logged(label, frame, metric)
-            for step in steps:
-                row[f"{metric}, step {step}"] = float(logged.get(step, float("nan")))
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return _per_run_table(
+        frames,
+        metrics,
+        lambda label, metric, logged: {f"{metric}, step {s}": float(logged.get(s, float("nan"))) for s in steps},
+    )
 
 
 def values_markdown(table: pd.DataFrame) -> str:
