@@ -730,6 +730,7 @@ def test_sums_table_sums_each_window_and_warns_about_steps_a_run_did_not_log(cap
     assert pd.isna(table.loc["pc_s2", f"{report.GEN_CALLS}, steps 3–4"])  # nothing logged in the window
     assert pd.isna(table.loc["pc_s2", "skipped, all steps"])
     assert "run pc_s2: no skipped logged" in caplog.text
+    assert "run pc_s2: skipped logged at" not in caplog.text  # a metric never logged: that one warning, not per window
     assert f"run pc_s2: {report.GEN_CALLS} logged at 0 of the 2 steps steps 3–4" in caplog.text
     assert "run pc_s1:" not in caplog.text
     assert table.loc["pc_s2", f"{report.GEN_CALLS}, steps 3–4: steps logged"] == 0
