@@ -285,3 +285,6 @@ def test_batch_starts_each_planned_run_on_its_gpu_from_any_folder(tmp_path):
     assert lines[1].endswith(f"bash train_scripts/s.sh y=2 z=3 trainer.rollout_data_dir={runs}/c_s1/dump")
     refused = launch("batch", str(batch), "zz", NGPUS="2", DRY_RUN="1", RUNS=str(runs))
     assert refused.returncode == 2 and refused.stdout == "" and "no run zz" in refused.stderr
+    # A real start needs the commit being run, which every run's log then names; nothing starts without it.
+    unnamed = launch("batch", str(batch), NGPUS="2", RUNS=str(runs), PC_COMMIT="")
+    assert unnamed.returncode == 2 and "set PC_COMMIT" in unnamed.stderr and not (runs / "launch.log").exists()

@@ -41,9 +41,10 @@ run() {
     return
   fi
   mkdir -p "$RUNS/$name"
-  echo "$(date +%T) start $name on GPUs $gpus: $*" | tee -a "$RUNS/launch.log"
+  echo "$(date +%T) start $name on GPUs $gpus at commit ${PC_COMMIT:-unknown}: $*" | tee -a "$RUNS/launch.log"
   CUDA_VISIBLE_DEVICES=$gpus RAY_TMP=/tmp/ray_$name OUT_DIR=$RUNS/$name GPU_MEM_UTIL=${MEM:-0.07} RAY_NUM_CPUS=${CPUS:-5} \
-    setsid nohup bash $RETRY -c "$*" >"$RUNS/$name/log.txt" 2>&1 </dev/null &
+    setsid nohup bash -c 'echo "pilot-commit at commit $0"; exec "$@"' "${PC_COMMIT:-unknown}" bash $RETRY -c "$*" \
+    >"$RUNS/$name/log.txt" 2>&1 </dev/null &
   echo $! >"$RUNS/$name/pid"
   sleep "$STAGGER"
 }
@@ -134,6 +135,8 @@ case "${1:?setup | checks | regime | batch2 | batch FILE [NAME...] | batch-plan 
     # seconds, and a run whose GPU already got one in this wave waits WAVE_GAP and opens the next (the same-GPU race:
     # in batch 4a a 25 s gap cost one run a failed start and a 3-minute restart; batch 3's 80 s between runs on a GPU
     # cost none). Runs already on a GPU from an earlier call are not known here: start a second call after the gap.
+    # The runs of a study log the commit they ran at (the host's copy of the tree has no .git to ask).
+    [ "${DRY_RUN:-0}" = 1 ] || [ -n "${PC_COMMIT:-}" ] || { echo "batch: set PC_COMMIT to the commit being run" >&2; exit 2; }
     plan=$(bash "$REPO/docs/gpu-checks/launch.sh" batch-plan "${@:2}")
     mkdir -p $RUNS
     export CPUS=5
