@@ -21,25 +21,21 @@ or ``\\)``. Only the last 2000 characters of the answer are graded.
 
 Graders (kwarg ``grader``):
 
-- ``"math_verify"`` (default): math-verify's ``parse``/``verify`` in a few helper processes (this file run as a
-  script) that are killed after ``timeout_s`` seconds of grading. math-verify's own timeout uses SIGALRM, which only
-  works in the main thread, and the reward manager calls this function from executor threads.
-- ``"reference"``: the authors' grader as it behaved in their runs (``reference_grader.py``): normalised
-  string equality on the last box, -1 for an unmatched ``}`` anywhere, 1 s timeout.
+- ``"math_verify"`` (default): math-verify's ``parse``/``verify`` in a few helper processes (``grader_pool.py``)
+  that are killed after ``timeout_s`` seconds of grading.
+- ``"reference"``: the authors' grader as it behaved in their runs (``reference_grader.py``), its own extraction,
+  normalisations and 1 s timeout included.
 - ``"math_dapo"``: verl's ``verl.utils.reward_score.math_dapo.compute_score`` (normalised string match on the last
   300 characters), for comparison with the DAPO baselines.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
-import select
-import subprocess
-import sys
-import threading
+
+from recipe.pc.rewards import grader_pool, reference_grader
+from recipe.pc.rewards.grader_pool import GraderStartupError
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +45,6 @@ GRADERS = ("math_verify", "math_dapo", "reference")
 
 # Real answers are short; grading only the tail keeps megabyte-long "answers" cheap to ship and parse.
 _MAX_ANSWER_CHARS = 2000
-# Importing sympy and math-verify takes about a second, more on a loaded node; not counted against timeout_s.
-_STARTUP_TIMEOUT_S = 120.0
-_MAX_GRADER_PROCESSES = max(1, min(4, os.cpu_count() or 1))
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 _WHITESPACE = re.compile(r"\s*")
@@ -118,11 +111,8 @@ def compute_score(
 
     if grader == "math_dapo":
         return _grade_math_dapo(solution_str, gold)
-    if grader == "reference":  # the authors' grader, quirks and its own 1 s timeout included
-        # Imported here: this file also runs as a plain script (the math-verify helper), without the package.
-        from recipe.pc.rewards import reference_grader
-
-        return reference_grader.compute_score(solution_str, gold)
+    if grader == "reference":  # the authors' grader, quirks and its own 1 s timeout included; it sees the raw truth
+        return reference_grader.compute_score(solution_str, str(ground_truth))
 
     answer = extract_boxed_answer(solution_str)
     if answer is None:
@@ -131,7 +121,7 @@ def compute_score(
     if not answer:
         return _result(False, "")
     try:
-        reply = _get_pool().grade(answer, gold, timeout_s)
+        reply = grader_pool.pool("math_verify").ask([answer, gold], timeout_s)
     except GraderStartupError:
         raise
     except TimeoutError:
@@ -143,7 +133,7 @@ def compute_score(
     if "error" in reply:
         logger.debug("math-verify raised on %r vs %r: %s", answer[:200], gold, reply["error"])
         return _result(False, answer)
-    return _result(reply["acc"], answer)
+    return _result(reply["value"], answer)
 
 
 def _result(acc: bool, pred: str) -> dict:
@@ -159,157 +149,3 @@ def _grade_math_dapo(solution_str: str, gold: str) -> dict:
         logger.debug("math_dapo raised on ground truth %r", gold, exc_info=True)
         return _result(False, "")
     return {"score": float(result["score"]), "acc": bool(result["acc"]), "pred": str(result["pred"])}
-
-
-def _math_verify_equal(answer: str, gold: str) -> bool:
-    """math-verify's verdict with its SIGALRM timeouts off; runs only inside a grader process."""
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
-
-    config = [LatexExtractionConfig(), ExprExtractionConfig()]
-    gold_parsed = parse(_delimit(gold), extraction_config=config, parsing_timeout=None)
-    answer_parsed = parse(_delimit(answer), extraction_config=config, parsing_timeout=None)
-    return bool(verify(gold_parsed, answer_parsed, timeout_seconds=None))
-
-
-def _delimit(expr: str) -> str:
-    # math-verify only parses delimited maths. `$...$` accepts more forms ("5.", "10\%") than \boxed{}, but a `$`
-    # inside the expression would close it early, so those go in \boxed{}, which math-verify brace-matches.
-    return f"\\boxed{{{expr}}}" if "$" in expr else f"${expr}$"
-
-
-class GraderStartupError(RuntimeError):
-    """A grader process could not start: a setup problem (e.g. math-verify missing), not a wrong answer."""
-
-
-class _GraderProcess:
-    """This file run as a script: one JSON ``[answer, gold]`` request per stdin line, one JSON reply per stdout line."""
-
-    def __init__(self) -> None:
-        self._proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
-        try:
-            if self._read_reply(_STARTUP_TIMEOUT_S) != {"ready": True}:
-                raise RuntimeError("unexpected first reply")
-        except Exception as err:
-            self.kill()
-            raise GraderStartupError(
-                f"math_reward: the math-verify grader process did not start ({err!r}); is math-verify installed "
-                f"for {sys.executable}? Its stderr is above."
-            ) from err
-
-    def grade(self, answer: str, gold: str, timeout_s: float) -> dict:
-        self._proc.stdin.write(json.dumps([answer, gold]).encode() + b"\n")
-        self._proc.stdin.flush()
-        return self._read_reply(timeout_s)
-
-    def _read_reply(self, timeout_s: float) -> dict:
-        # One request is in flight at a time, so the reader's buffer is empty whenever we wait here.
-        readable, _, _ = select.select([self._proc.stdout], [], [], timeout_s)
-        if not readable:
-            raise TimeoutError(f"no reply within {timeout_s}s")
-        line = self._proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"grader process exited with code {self._proc.wait()}")
-        return json.loads(line)
-
-    def kill(self) -> None:
-        self._proc.kill()
-        self._proc.wait()
-        self._proc.stdin.close()
-        self._proc.stdout.close()
-
-
-class _GraderPool:
-    """Up to ``size`` grader processes shared by all threads; a process that times out or breaks is killed alone.
-
-    The timeout covers only a process's own work, never the wait for a free process, so a busy pool can't turn
-    slow queueing into false timeouts.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._idle: list[_GraderProcess] = []
-        self._live = 0
-        self._cond = threading.Condition()
-
-    def grade(self, answer: str, gold: str, timeout_s: float) -> dict:
-        process = self._acquire()
-        healthy = False
-        try:
-            reply = process.grade(answer, gold, timeout_s)
-            healthy = True
-            return reply
-        finally:
-            self._release(process, healthy)
-
-    def _acquire(self) -> _GraderProcess:
-        with self._cond:
-            while not self._idle and self._live >= self._size:
-                self._cond.wait()
-            if self._idle:
-                return self._idle.pop()
-            self._live += 1
-        try:
-            return _GraderProcess()
-        except BaseException:
-            self._release(None, healthy=False)
-            raise
-
-    def _release(self, process: _GraderProcess | None, healthy: bool) -> None:
-        if process is not None and not healthy:
-            # It may still be deep in sympy: only killing the process really stops it.
-            process.kill()
-        with self._cond:
-            if healthy:
-                self._idle.append(process)
-            else:
-                self._live -= 1
-            self._cond.notify()
-
-
-_pool: _GraderPool | None = None
-_pool_lock = threading.Lock()
-
-
-def _get_pool() -> _GraderPool:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = _GraderPool(_MAX_GRADER_PROCESSES)
-        return _pool
-
-
-def _forget_pool_after_fork() -> None:
-    # A forked child must not share the parent's grader pipes (or a lock held at fork time): it starts its own pool.
-    global _pool, _pool_lock
-    _pool = None
-    _pool_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool_after_fork)
-
-
-def _serve() -> None:
-    """Grader process main loop; exits when the parent closes stdin (or dies)."""
-    replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
-    # Stray prints from sympy or math-verify go to stderr instead of corrupting the reply stream.
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    # The parent enforces the timeout, so math-verify's "timeout is disabled" warning is noise here.
-    logging.getLogger("math_verify").setLevel(logging.ERROR)
-    # Import sympy/math-verify and load the LaTeX grammar before the parent starts timing requests.
-    _math_verify_equal("1", "1")
-    replies.write(json.dumps({"ready": True}) + "\n")
-    replies.flush()
-    for line in sys.stdin:
-        answer, gold = json.loads(line)
-        try:
-            reply = {"acc": _math_verify_equal(answer, gold)}
-        except Exception as err:
-            reply = {"error": f"{type(err).__name__}: {err}"}
-        replies.write(json.dumps(reply) + "\n")
-        replies.flush()
-
-
-if __name__ == "__main__":
-    _serve()

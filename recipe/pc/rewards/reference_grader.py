@@ -1,126 +1,346 @@
-"""The reference's grader (``GRADER=reference``), as it behaved in the authors' runs (spec §10, §14.9-10).
+"""The authors' answer grader (``GRADER=reference``), written from how it behaves.
 
-The authors vendored tinker-cookbook's PRM800K-style grader. Its symbolic (sympy) check sits behind a
-gate whose logic is inverted, so it practically never runs: an answer is correct iff it equals the
-ground truth after string normalisation (or element-wise, for tuples and intervals). Written here from
-that observable behaviour, quirks kept:
+Every run of the Pilot-Commit release is graded by its ``tinker_sympy`` verifier, a PRM800K-style grader. The last
+``\\boxed{...}`` of a response is the answer. It is correct if any of these holds, tried in order:
 
-- the last ``\\boxed{...}`` decides, found by brace matching over the whole response; an unmatched ``}``
-  anywhere in the response, or no box at all, scores -1 (``\\boxed X`` without braces: the first one);
-- grading runs under a 1 s timeout; running out scores -1 with pred ``[TIMEOUT]``;
-- ``1/2`` and ``0.5`` match ``\\frac{1}{2}``, but ``x^2 + 2x + 1`` never matches ``(x+1)^2``.
+1. it and the ground truth are the same string after the MATH ("mathd") normalisation (:func:`mathd_normalize`);
+2. they are the same string after a second, looser normalisation (:func:`loose_normalize`: LaTeX to plain text,
+   unit words dropped, mixed numbers, lower case);
+3. element by element (tuples and intervals; anything else is one element): fractions must match literally, an
+   integer never matches a non-integer, and other elements go to sympy behind a gate (:func:`sympy_gate_open`).
+
+The quirks are kept, because they decided the numbers the paper reports:
+
+- an unmatched ``}`` anywhere in the response voids it (-1, ``[NO_BOXED_FOUND]``), even after a good final box;
+  ``\\boxed x`` without braces is read only when no braced box exists, and then the first one;
+- the sympy gate's last condition is inverted: it opens only when the expression has both a stacked power and a
+  multi-digit exponent (``x^12^1``), so ``2*3`` vs ``6`` or ``x+1`` vs ``1+x`` are rejected;
+- ``2 1/2`` is read as 21/2 by the first normalisation and as 2 + 1/2 by the second; ``\\text{a} or \\text{b}``
+  unwraps to ``a} or \\text{b``; a normalisation that fails part-way keeps its input as it was.
+
+The grading of one answer has a 1 s budget, counted from when it starts (never while it waits for a helper). In the
+release the budget is a SIGALRM whose exception the symbolic check swallows as "not equal", so a sympy call that
+runs out of time grades as incorrect, with the answer as ``pred``. Any other failure while grading is scored as the
+release scores it, -1 with ``pred`` ``[TIMEOUT]``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+
+from recipe.pc.rewards import grader_pool
+
+logger = logging.getLogger(__name__)
 
 NO_BOX = "[NO_BOXED_FOUND]"
 TIMEOUT = "[TIMEOUT]"
 TIMEOUT_S = 1.0
 
-# A grading thread that runs out of time cannot be stopped, only abandoned; a few workers bound the leak.
-_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="reference-grader")
+# --- extraction --------------------------------------------------------------------------------------------------
+
+_BRACE = re.compile(r"[{}]")
+_BARE_BOX = re.compile(r"\\boxed\s+([a-zA-Z0-9]+)")
 
 
-def extract_last_boxed(text: str) -> str | None:
-    """The last ``\\boxed{...}``'s content; None if there is none or any ``}`` in ``text`` is unmatched."""
-    depth, open_at, last = 0, [], None
-    for i, ch in enumerate(text):
-        if ch == "{":
-            depth += 1
-            open_at.append(i)
-        elif ch == "}":
-            if depth == 0:
-                return None  # the reference gives up on the whole response
-            depth -= 1
+def extract_answer(text: str) -> str | None:
+    """The content of the last ``\\boxed{...}`` to close; None when there is none or any ``}`` is unmatched."""
+    open_at: list[int] = []
+    answer = None
+    for brace in _BRACE.finditer(text):
+        if brace.group() == "{":
+            open_at.append(brace.start())
+        elif not open_at:
+            return None  # escaped or not, a stray "}" anywhere voids the response
+        else:
             start = open_at.pop()
-            if text.endswith("\\boxed", 0, start) or text.endswith("\\boxed ", 0, start):
-                last = text[start + 1 : i]
-    if last is not None:
-        return last
-    bare = re.search(r"\\boxed +([^\s$]+)", text)
+            if text.endswith("\\boxed", 0, start):
+                answer = text[start + 1 : brace.start()]
+    if answer is not None:
+        return answer
+    bare = _BARE_BOX.search(text)
     return bare.group(1) if bare else None
 
 
-def _fix_fracs(s: str) -> str:
-    # \frac12 -> \frac{1}{2}, \frac1{2} -> \frac{1}{2}
-    return re.sub(
-        r"\\frac(?:\{([^{}]*)\}|(\w))(?:\{([^{}]*)\}|(\w))", lambda m: f"\\frac{{{m[1] or m[2]}}}{{{m[3] or m[4]}}}", s
-    )
+# --- stage 1: the MATH normalisation -------------------------------------------------------------------------------
 
 
-def _mathd_normalize(answer: str) -> str:
-    s = answer.strip()
-    s = re.sub(r"\\text\{\s*([^{}]*)\}", r"\1", s)
-    s = s.replace("\\left", "").replace("\\right", "").replace("\\!", "")
-    s = s.replace("tfrac", "frac").replace("dfrac", "frac")
-    s = s.replace("^\\circ", "").replace("^{\\circ}", "").replace("\\$", "").replace("$", "")
-    s = s.replace("\\%", "").replace("%", "")
-    s = re.sub(r"^\s*[a-zA-Z]\s*=", "", s)  # "x = 5" -> "5"
-    s = s.replace(" ", "")
-    s = re.sub(r"^(-?\d+)/(\d+)$", r"\\frac{\1}{\2}", s)
-    if s.startswith("."):
-        s = "0" + s
-    if s == "0.5":
-        s = "\\frac{1}{2}"
-    s = _fix_fracs(s)
-    return s.rstrip(".")
+class _Unnormalizable(Exception):
+    """A step of the MATH normalisation cannot handle the string: the release then keeps its input."""
 
 
-def _canonical_number(s: str) -> str:
-    plain = s.replace(",", "")
-    if re.fullmatch(r"-?\d+(\.0*)?", plain):
-        return str(int(float(plain)))
+# Literal rewrites, in the release's order, before and after the units on the right are cut off.
+_MATHD_BEFORE_UNITS = [
+    ("\n", ""),
+    ("\\!", ""),
+    ("\\\\", "\\"),
+    ("tfrac", "frac"),
+    ("dfrac", "frac"),
+    ("\\left", ""),
+    ("\\right", ""),
+    ("^{\\circ}", ""),
+    ("^\\circ", ""),
+    ("\\$", ""),
+]
+_MATHD_AFTER_UNITS = [("\\%", ""), (" .", " 0."), ("{.", "{0.")]
+_WHOLE_TEXT = re.compile(r"^\\text\{(?P<inner>.+?)\}$")
+_UNIT_MARK = "\\text{ "
+_SQRT_WITHOUT_ARGUMENT = re.compile(r"\\sqrt(?=\\sqrt|\Z)")
+_SQRT_BARE_ARGUMENT = re.compile(r"\\sqrt([^{])", re.DOTALL)
+
+
+def _replace_all(s: str, rewrites: list[tuple[str, str]]) -> str:
+    for old, new in rewrites:
+        s = s.replace(old, new)
     return s
 
 
-def _second_normalize(answer: str) -> str:
-    s = answer.lower()
-    s = re.sub(r"\\(?:text|mathrm|textbf|mbox)\{([^{}]*)\}", r"\1", s)
-    s = re.sub(r"\\[,;: ]", "", s)
-    s = re.sub(r"\b(degrees?|units?|cm|meters?|inches|dollars?)\b", "", s)
-    s = s.replace("\\left", "").replace("\\right", "").replace("$", "").replace(" ", "")
-    return _canonical_number(s.rstrip("."))
+def _cut_units(s: str) -> str:
+    # The MATH data writes units as "\text{ cm}" after the number; more than one such mark is not handled.
+    if _UNIT_MARK not in s:
+        return s
+    number, *units = s.split(_UNIT_MARK)
+    if len(units) != 1:
+        raise _Unnormalizable("several unit marks")
+    return number
 
 
-def _split_elements(s: str) -> list[str] | None:
-    if len(s) > 2 and s[0] in "([" and s[-1] in ")]":
-        return [p for p in s[1:-1].split(",")]
-    return None
+def _drop_short_assignment(s: str) -> str:
+    # "k = 5" -> " 5": one "=" with at most two characters before it.
+    left, sep, right = s.partition("=")
+    return right if sep and "=" not in right and len(left) <= 2 else s
 
 
-def _strings_match(given: str, truth: str) -> bool:
-    if _mathd_normalize(given) == _mathd_normalize(truth):
-        return True
-    a, b = _second_normalize(given), _second_normalize(truth)
-    if a == b:
-        return True
-    # Tuples and intervals: same brackets and element-wise equal strings (the sympy fallback never opens).
-    ea, eb = _split_elements(a), _split_elements(b)
-    if ea is None or eb is None or len(ea) != len(eb) or (a[0], a[-1]) != (b[0], b[-1]):
-        return False
-    return all(_mathd_normalize(x) == _mathd_normalize(y) for x, y in zip(ea, eb, strict=True))
+def _brace_sqrt(s: str) -> str:
+    # \sqrt3 -> \sqrt{3}; the character after \sqrt is taken whatever it is (a space too).
+    if _SQRT_WITHOUT_ARGUMENT.search(s):
+        raise _Unnormalizable("\\sqrt without an argument")
+    return _SQRT_BARE_ARGUMENT.sub(r"\\sqrt{\1}", s)
 
 
-def grade(given: str, truth: str, timeout_s: float = TIMEOUT_S) -> bool | None:
-    """True/False, or None when grading ran out of time; any error grades as False."""
-    future = _POOL.submit(_strings_match, given, truth)
+def _brace_fracs(s: str) -> str:
+    # \frac12 -> \frac{1}{2}, \frac1{72} -> \frac{1}{72}; a one-character argument leaves the whole string alone.
+    head, *arguments = s.split("\\frac")
+    pieces = [head]
+    for argument in arguments:
+        if not argument:
+            raise _Unnormalizable("\\frac without an argument")
+        if argument[0] != "{":
+            if len(argument) < 2:
+                return s
+            numerator, rest = argument[0], argument[1:]
+            denominator = rest if rest[0] == "{" else "{" + rest[0] + "}" + rest[1:]
+            argument = "{" + numerator + "}" + denominator
+        pieces.append("\\frac" + argument)
+    return "".join(pieces)
+
+
+def _slash_to_frac(s: str) -> str:
+    # "3/4" -> \frac{3}{4} when both sides are integers that print back as written.
+    parts = s.split("/")
+    if len(parts) != 2:
+        return s
     try:
-        return bool(future.result(timeout=timeout_s))
-    except FutureTimeout:
-        return None
-    except Exception:  # noqa: BLE001 - the reference grades any grader error as incorrect
+        numerator, denominator = int(parts[0]), int(parts[1])
+    except ValueError:
+        return s
+    if s != f"{numerator}/{denominator}":
+        raise _Unnormalizable("an a/b that does not print back as written")
+    return f"\\frac{{{numerator}}}{{{denominator}}}"
+
+
+def mathd_normalize(answer: str) -> str:
+    """The first normalisation: the MATH benchmark's string clean-up."""
+    s = answer.strip()
+    whole_text = _WHOLE_TEXT.search(s)
+    if whole_text:
+        s = whole_text["inner"].strip()
+    try:
+        return _mathd_steps(s)
+    except _Unnormalizable:
+        return s
+
+
+def _mathd_steps(s: str) -> str:
+    s = _cut_units(_replace_all(s, _MATHD_BEFORE_UNITS))
+    s = _replace_all(s, _MATHD_AFTER_UNITS)
+    if s.startswith("."):
+        s = "0" + s
+    s = _brace_sqrt(_drop_short_assignment(s)).replace(" ", "")
+    s = _brace_fracs(s)
+    if s == "0.5":
+        s = "\\frac{1}{2}"
+    return _slash_to_frac(s)
+
+
+# --- stage 2: the looser normalisation -----------------------------------------------------------------------------
+
+_LOOSE_REWRITES = [
+    ("\\%", "%"),
+    ("\\$", "$"),
+    ("$", ""),
+    ("%", ""),
+    (" or ", " , "),
+    (" and ", " , "),
+    ("million", "*10^6"),
+    ("billion", "*10^9"),
+    ("trillion", "*10^12"),
+]
+# Removed one word after the other, anywhere in the string (so "Monday" loses its "day").
+_UNIT_WORDS = [
+    re.compile(rf"{word}(es)?(s)? *(\^[0-9]+)?")
+    for word in "degree cm centimeter meter mile second minute hour day week month year foot feet inch yard".split()
+]
+_DEGREE_SIGN = re.compile(r"\^ *\\circ")
+_THIN_SPACE_AFTER_COMMA = re.compile(r",\\! *")
+_MINUS_SPACES = re.compile(r"- *")
+_MIXED_NUMBER = re.compile(r"([0-9]) +([0-9])")
+_THOUSANDS_COMMA = re.compile(r"(\d)(,)(\d\d\d)($|\D)")
+_SYMBOLS = [("√", "sqrt"), ("π", "pi"), ("∞", "inf"), ("∪", "U"), ("·", "*"), ("×", "*")]
+_latex_to_text = None
+
+
+def _near_integer(x: float) -> bool:
+    try:
+        return abs(x - int(round(x))) <= 1e-7
+    except (ValueError, OverflowError):  # nan, inf
         return False
+
+
+def _as_float(s: str) -> float | None:
+    try:
+        return float(s)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _drop_thousands_commas(s: str) -> str:
+    # Only well-formed ones ("1,234,567"), so a tuple's commas stay; each pass frees the next group.
+    while (fewer := _THOUSANDS_COMMA.sub(r"\1\3\4", s)) != s:
+        s = fewer
+    return s
+
+
+def _is_integer_string(s: str) -> bool:
+    value = _as_float(_drop_thousands_commas(s))
+    return value is not None and _near_integer(value)
+
+
+def _latex_as_text(s: str) -> str:
+    global _latex_to_text
+    if _latex_to_text is None:
+        from pylatexenc.latex2text import LatexNodes2Text
+
+        _latex_to_text = LatexNodes2Text()
+    s = s.replace("\\tfrac", "\\frac").replace("\\dfrac", "\\frac").replace("\\frac", " \\frac")
+    return _replace_all(_latex_to_text.latex_to_text(s), _SYMBOLS).strip()
+
+
+def loose_normalize(answer: str) -> str:
+    """The second normalisation: LaTeX to text, units and spacing dropped, integers canonical, lower case."""
+    s = answer
+    whole_text = _WHOLE_TEXT.search(s)
+    if whole_text:
+        s = whole_text["inner"]
+    s = _replace_all(s, _LOOSE_REWRITES)
+    for unit in _UNIT_WORDS:
+        s = unit.sub("", s)
+    s = _DEGREE_SIGN.sub("", s)
+    if s.startswith("{") and s.endswith("}"):
+        s = s[1:-1]
+    s = _THIN_SPACE_AFTER_COMMA.sub("", s)
+    value = _as_float(s)
+    if value is not None and _near_integer(value):
+        s = str(int(round(value)))
+    if "\\" in s:
+        with contextlib.suppress(Exception):  # the release keeps the string when pylatexenc fails
+            s = _latex_as_text(s)
+    s = _MIXED_NUMBER.sub(r"\1+\2", _MINUS_SPACES.sub("-", s))
+    s = s.replace(" ", "").replace("{", "").replace("}", "").lower()
+    if _is_integer_string(s):
+        s = str(int(float(s.replace(",", ""))))
+    return s
+
+
+# --- stage 3: element by element -----------------------------------------------------------------------------------
+
+_BRACKETS = "()[]"
+_FRACTION = re.compile(r"^-?[0-9]+.?/0*[1-9][0-9]*.?$")
+_GATE_SUBSTRINGS = ("^{", "^(")
+_GATE_PATTERNS = (re.compile(r"\^[0-9]+\^"), re.compile(r"\^[0-9][0-9]+"))
+
+
+def split_elements(s: str) -> list[str]:
+    """A bracketed list without inner brackets splits at its commas; anything else is one element."""
+    s = _drop_thousands_commas(s)
+    if not s:
+        return []
+    inner = s[1:-1]
+    if len(s) > 2 and s[0] in _BRACKETS and s[-1] in _BRACKETS and not any(b in inner for b in _BRACKETS):
+        return [element.strip() for element in inner.split(",")]
+    return [s]
+
+
+def sympy_gate_open(expr: str) -> bool:
+    """Whether the release lets sympy look at ``expr``: few letters, no ``^{``/``^(``, and (inverted) both patterns."""
+    letters = {c for c in expr.replace("sqrt", "").replace("frac", "") if c.isalpha()}
+    if len(letters) > 2 or any(bad in expr for bad in _GATE_SUBSTRINGS):
+        return False
+    return all(pattern.search(expr) for pattern in _GATE_PATTERNS)
+
+
+def _sympy_equal(truth: str, given: str, timeout_s: float) -> bool:
+    expr = f"({truth})-({given})"
+    if not sympy_gate_open(expr):
+        return False
+    try:
+        reply = grader_pool.pool("sympy_zero").ask([expr], timeout_s)
+    except TimeoutError:
+        return False  # the release's alarm fires inside its symbolic check, which swallows it as "not equal"
+    return bool(reply.get("value", False))
+
+
+def _elements_equal(truth: str, given: str, timeout_s: float) -> bool:
+    truths, givens = split_elements(truth), split_elements(given)
+    if len(truths) != len(givens):
+        return False
+    if len(truths) > 1 and (truth[0], truth[-1]) != (given[0], given[-1]):
+        return False  # [1, 2) is not (1, 2)
+    for t, g in zip(truths, givens, strict=True):
+        if _FRACTION.search(t) and _FRACTION.search(g):
+            equal = t == g  # unreduced fractions must be written the same
+        elif _is_integer_string(t) != _is_integer_string(g):
+            equal = False
+        else:
+            equal = _sympy_equal(t, g, timeout_s)
+        if not equal:
+            return False
+    return True
+
+
+def grade(given: str, truth: str, timeout_s: float = TIMEOUT_S) -> bool:
+    """The release's verdict on an extracted answer ``given`` against the ground truth ``truth``."""
+    if mathd_normalize(given) == mathd_normalize(truth):
+        return True
+    given_loose, truth_loose = loose_normalize(given), loose_normalize(truth)
+    if given_loose == truth_loose:
+        return True
+    if not given_loose:
+        return False
+    return _elements_equal(truth_loose, given_loose, timeout_s)
 
 
 def compute_score(solution_str: str, ground_truth: str, timeout_s: float = TIMEOUT_S) -> dict:
-    answer = extract_last_boxed(solution_str)
+    """``{"score": ±1.0, "acc": bool, "pred": str}`` for one response, as the release's reward manager got it."""
+    answer = extract_answer(solution_str)
     if answer is None:
         return {"score": -1.0, "acc": False, "pred": NO_BOX}
-    verdict = grade(answer, ground_truth, timeout_s)
-    if verdict is None:
+    try:
+        correct = grade(answer, ground_truth, timeout_s)
+    except grader_pool.GraderStartupError:
+        raise  # a setup problem, not a verdict
+    except Exception:
+        logger.warning("reference grader failed on %r vs %r", answer[:200], ground_truth, exc_info=True)
         return {"score": -1.0, "acc": False, "pred": TIMEOUT}
-    return {"score": 1.0 if verdict else -1.0, "acc": verdict, "pred": answer}
+    return {"score": 1.0 if correct else -1.0, "acc": correct, "pred": answer}
