@@ -15,7 +15,8 @@ def tables_under(root: str) -> dict[str, str]:
     found = {}
     for folder, _, files in os.walk(root):
         for name in files:
-            if name.endswith((".md", ".csv")) and name != "README.md":
+            # README.md and the pre-registrations (prereg-*.md) are prose, written by hand.
+            if name.endswith((".md", ".csv")) and name != "README.md" and not name.startswith("prereg-"):
                 path = os.path.join(folder, name)
                 found[os.path.relpath(path, root)] = open(path).read()
     return found

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import types
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -877,3 +878,196 @@ def test_cli_at_rollouts_per_run_and_per_configuration(logs, tmp_path, capsys):
         with pytest.raises(SystemExit):
             report.main([*specs(logs), "--at-rollouts", bad, "--out", str(tmp_path / "bad"), "--no-plot"])
         assert "--at-rollouts" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ interpolated read-off and intervals
+def linear_curve(rollouts, accuracy):
+    """A run's validation curve as validation_curve gives it (unsmoothed), by cumulative rollouts."""
+    frame = pd.DataFrame({"rollouts": rollouts, "accuracy": accuracy}, index=range(len(rollouts)), dtype=float)
+    frame["smoothed"] = frame["accuracy"]
+    return frame
+
+
+def test_the_interpolated_mean_pairs_seeds_at_equal_rollouts_linear_between_their_points():
+    curves = {
+        "a_s1": linear_curve([0, 1000, 2000], [0.1, 0.3, 0.5]),
+        "a_s2": linear_curve([0, 1500, 3000], [0.1, 0.4, 0.4]),  # a step apart in rollouts from a_s1
+    }
+    # At every seed's points within 0..2000 (a_s1's end): a_s2 is 0.3 at 1000, a_s1 0.4 at 1500.
+    mean = report.interpolated_mean_curve(list(curves.values()))
+    assert mean["rollouts"].tolist() == [0, 1000, 1500, 2000]
+    assert mean["smoothed"].tolist() == pytest.approx([0.1, 0.3, 0.4, 0.45])
+    # 1250 lies between both seeds' points: 0.35 each (a step rule would read 0.3 and 0.1); 2500 is past a_s1's end.
+    table = report.interpolated_table(curves, {"a": ["a_s1", "a_s2"]}, "a", [1250, 2500])
+    assert table.loc[0, "accuracy_at_1250"] == pytest.approx(0.35) and pd.isna(table.loc[0, "accuracy_at_2500"])
+    assert table.loc[0, ["peak_mean_accuracy", "rollouts_to_target", "rollouts_ratio_vs_a"]].tolist() == [
+        pytest.approx(0.45),
+        2000,
+        1.0,
+    ]
+    text = report.interpolated_markdown(table, [1250, 2500], "a", "caption")
+    assert "| a | 2 | 0.350 | not reached | 0.4500 | 2,000 | 1.00× |" in text
+
+
+# Mean curves at 0, 1000, 2000 rollouts: base 0.1 0.4 0.3 (target 0.4, reached at 1000), new 0.1 0.3 0.5.
+CROSSING_RUNS = {
+    "base_s1": [0.1, 0.45, 0.3],
+    "base_s2": [0.1, 0.35, 0.3],
+    "new_s1": [0.1, 0.25, 0.55],
+    "new_s2": [0.1, 0.35, 0.45],
+}
+
+
+@pytest.mark.parametrize(
+    "target, crossings",
+    [
+        (None, [1000, 1500]),  # new reaches 0.4 halfway from 1000 (0.3) to 2000 (0.5); a step rule says 2000
+        (0.25, [500, 750]),  # the baseline's crossing is interpolated by the same rule
+    ],
+)
+def test_crossings_are_linear_between_points_and_the_ratio_is_their_quotient(target, crossings):
+    curves = {label: linear_curve([0, 1000, 2000], accuracy) for label, accuracy in CROSSING_RUNS.items()}
+    groups = report.seed_groups(list(curves))
+    table = report.interpolated_table(curves, groups, "base", [], target).set_index("configuration")
+    assert table["target"].tolist() == pytest.approx([target or 0.4] * 2)
+    assert table["rollouts_to_target"].tolist() == pytest.approx(crossings)
+    assert table["rollouts_ratio_vs_base"].tolist() == pytest.approx([1.0, 1.5])
+    # The bootstrap's crossing on arrays is equal_accuracy_table's rule (_interpolate_reach) on the mean curve.
+    new = report.interpolated_mean_curve([curves["new_s1"], curves["new_s2"]])
+    assert report._interpolate_reach(new, target or 0.4)[1] == pytest.approx(crossings[1])
+    ratio = report.intervals_table(curves, groups, "base", [], target, resamples=200).iloc[0]
+    assert (ratio["measure"], ratio["estimate"]) == ("ratio", pytest.approx(1.5))
+    assert [ratio["value"], ratio["baseline_value"]] == pytest.approx(crossings[::-1])
+
+
+def shifted_seeds(shift, offsets):
+    """Five GRPO-like seeds (a point every 4,608 rollouts) and five of another configuration (every 4,700 + 50·i),
+    each linear in rollouts: accuracy 0.2 + 1e-5 · rollouts + its offset, the other configuration ``shift`` higher."""
+    curves = {}
+    for i, offset in enumerate(offsets):
+        base, other = 4608.0 * np.arange(1, 7), 4700.0 * np.arange(1, 7) + 50 * i
+        curves[f"grpo_s{i + 4}"] = linear_curve(base, 0.2 + 1e-5 * base + offset)
+        curves[f"pc_s{i + 4}"] = linear_curve(other, 0.2 + shift + 1e-5 * other + offset)
+    return curves
+
+
+OFFSETS = [-0.02, -0.01, 0.0, 0.01, 0.02]  # seed-to-seed spread, the same in both configurations
+
+
+def test_a_configuration_shifted_by_005_differs_by_005_with_an_interval_about_it():
+    curves = shifted_seeds(0.05, OFFSETS)
+    budgets = [9216, 12000]  # a baseline validation point; between points of every run
+    table = report.intervals_table(curves, report.seed_groups(list(curves)), "grpo", budgets)
+    rows = table[table["measure"] == "difference"]
+    assert rows["rollouts"].tolist() == budgets
+    base = [[0.2 + 1e-5 * b + offset for offset in OFFSETS] for b in budgets]  # every grpo run's own value
+    assert rows["baseline_values"].tolist() == [",".join(f"{v:.4f}" for v in runs) for runs in base]
+    assert rows["values"].tolist() == [",".join(f"{v + 0.05:.4f}" for v in runs) for runs in base]
+    assert rows["value"].tolist() == pytest.approx([0.25 + 1e-5 * b for b in budgets])
+    assert rows["estimate"].tolist() == pytest.approx([0.05, 0.05])
+    for low, high in zip(rows["low"], rows["high"], strict=True):
+        # Independent resampling of each configuration (the same offsets resampled in pairs would give a width of 0;
+        # pooling the ten runs would centre it on 0): about ±1.96·√(2·0.0002/5) = ±0.018 around 0.05.
+        assert 0.025 < low < 0.05 < high < 0.075 and high - low > 0.02
+    # Every run of pc above every run of grpo: 2 of the 252 splits (this one and its mirror) are as extreme.
+    assert rows["p_value"].tolist() == pytest.approx([2 / 252] * 2)
+    assert table["resamples"].tolist() == [10_000] * 3 and table["seed"].tolist() == [0] * 3
+
+
+def test_identical_configurations_differ_by_0_with_p_1():
+    curves = shifted_seeds(0.0, OFFSETS)
+    table = report.intervals_table(curves, report.seed_groups(list(curves)), "grpo", [12000], resamples=2000)
+    difference, ratio = table.to_dict("records")
+    assert difference["estimate"] == pytest.approx(0, abs=1e-12) and difference["p_value"] == 1.0
+    assert difference["low"] < 0 < difference["high"]
+    assert ratio["estimate"] == pytest.approx(1.0, rel=0.01)  # pc's points are a little later, so not exactly 1
+
+
+def test_the_exact_permutation_test_counts_both_tails_of_every_split():
+    separated = report.permutation_p(np.arange(5.0), np.arange(5.0, 10.0))
+    assert separated == pytest.approx(2 / 252)  # a one-sided test would give 1/252
+    # {0, 1} against {2, 3}: of the 6 splits, differences -2, -1, 0, 0, 1, 2; |d| >= 2 twice.
+    assert report.permutation_p(np.array([0.0, 1.0]), np.array([2.0, 3.0])) == pytest.approx(2 / 6)
+    # One run against three: differences -2, -2/3, 2/3, 2 for 0, 1, 2, 3 alone.
+    assert report.permutation_p(np.array([0.0]), np.array([1.0, 2.0, 3.0])) == pytest.approx(2 / 4)
+    assert report.permutation_p(np.array([0.3, 0.3]), np.array([0.3, 0.3])) == 1.0
+
+
+def test_a_configuration_that_misses_the_target_in_some_resamples_has_an_infinite_upper_end():
+    curves = {
+        "base_s1": linear_curve([0, 1000, 2000], [0.1, 0.4, 0.3]),  # identical seeds: target 0.4 at 1000 always
+        "base_s2": linear_curve([0, 1000, 2000], [0.1, 0.4, 0.3]),
+        "new_s1": linear_curve([0, 1000, 2000], [0.1, 0.3, 0.7]),
+        "new_s2": linear_curve([0, 1000, 2000], [0.1, 0.3, 0.3]),
+        "never_s1": linear_curve([0, 1000, 2000], [0.1, 0.2, 0.3]),
+        "never_s2": linear_curve([0, 1000, 2000], [0.1, 0.3, 0.2]),
+    }
+    table = report.intervals_table(curves, report.seed_groups(list(curves)), "base", [])
+    new, never = table.to_dict("records")
+    # new's resamples: both new_s1 (a quarter) reach 0.4 at 1250, one of each (a half) at 1500, both new_s2 never.
+    assert (new["estimate"], new["low"], new["high"]) == (pytest.approx(1.5), pytest.approx(1.25), np.inf)
+    assert never["value"] == never["estimate"] == never["low"] == never["high"] == np.inf
+    text = report.intervals_markdown(table, "base", "peak", "method")
+    assert "| new | rollouts to target | 1,500 | 1,000 | 1.50× | [1.25×, ∞] | — |  |  |" in text
+    assert "| never | rollouts to target | not reached | 1,000 | not reached | [∞, ∞] | — |  |  |" in text
+
+
+def test_the_target_is_the_resampled_baselines_peak_in_each_resample():
+    curves = {
+        "base_s1": linear_curve([0, 1000, 2000], [0.1, 0.5, 0.5]),  # the mean's peak, 0.4, is neither seed's
+        "base_s2": linear_curve([0, 1000, 2000], [0.1, 0.3, 0.3]),
+        "new_s1": linear_curve([0, 1000, 2000], [0.1, 0.3, 0.5]),
+        "new_s2": linear_curve([0, 1000, 2000], [0.1, 0.3, 0.5]),
+    }
+    # base reaches its resample's peak at 1000 in every resample; new reaches 0.3, 0.4 or 0.5 at 1000, 1500 or 2000.
+    (ratio,) = report.intervals_table(curves, report.seed_groups(list(curves)), "base", []).to_dict("records")
+    assert (ratio["estimate"], ratio["low"], ratio["high"]) == (pytest.approx(1.5), 1.0, 2.0)
+
+
+def test_cli_interpolate_and_ci_on_seed_logs(seed_logs, tmp_path, capsys):
+    out = tmp_path / "out"
+    runs = seed_logs[:4]  # grpo_s1, grpo_s2, pc_s1, pc-seed2: dapo has one run
+    argv = [*runs, "--seeds", "--interpolate", "--ci", "--at-rollouts", "300,500", "--ci-resamples", "2000"]
+    assert report.main([*argv, "--out", str(out), "--no-plot"]) == 0
+    stdout = capsys.readouterr().out
+    interpolated = pd.read_csv(out / "interpolated.csv").set_index("configuration")
+    # grpo's mean curve: 0.2 0.35 0.35 0.4 at 0, 200, 400, 600. pc's seeds (points every 100 and 120 rollouts) are
+    # 0.36 at 120 and 0.41667 at 200 together, so it reaches 0.4 at 120 + 80 · 0.04 / 0.05667.
+    crossing = 120 + 80 * 0.04 / (0.5 / 1.2 - 0.36)
+    assert interpolated["rollouts_to_target"].tolist() == pytest.approx([600, crossing])
+    assert interpolated["accuracy_at_300"].tolist() == pytest.approx([0.35, 0.425])
+    assert pd.isna(interpolated.loc["pc", "accuracy_at_500"])  # pc's seeds stop at 300 and 360 rollouts
+    intervals = (out / "intervals.md").read_text()
+    assert intervals in stdout and (out / "interpolated.md").read_text() in stdout
+    assert "2,000 resamples" in intervals and "default_rng(0)" in intervals
+    assert "| pc | acc. at 300 rollouts | 0.425 | 0.350 | +0.075 |" in intervals
+    assert "| 0.3333 (2 of 6) | s1 0.450, s2 0.400 | s1 0.350, s2 0.350 |" in intervals
+    assert (
+        "| pc | acc. at 500 rollouts | not reached | 0.375 | not reached | — | — | s1 —, s2 — | s1 0.350, s2 0.400 |"
+        in intervals
+    )
+    table = pd.read_csv(out / "intervals.csv")
+    assert table["measure"].tolist() == ["difference", "difference", "ratio"]
+    assert table.loc[2, "estimate"] == pytest.approx(crossing / 600)
+
+
+def test_interpolate_and_ci_refuse_what_they_cannot_read(seed_logs, tmp_path, capsys, caplog):
+    out = ["--out", str(tmp_path / "out"), "--no-plot"]
+    for argv, message in [
+        (
+            ["--ci", "--seeds", "--at-rollouts", "300"],
+            "--ci compares configurations' interpolated mean curves at budgets: add --interpolate",
+        ),
+        (["--ci", "--interpolate", "--at-rollouts", "300"], "add --seeds"),
+        (["--ci", "--seeds", "--interpolate"], "add --at-rollouts R1,R2"),
+        (["--interpolate"], "--interpolate reads configurations' mean curves: it needs --seeds"),
+        (["--ci-seed", "1"], "--ci-resamples and --ci-seed set the bootstrap of --ci: add --ci"),
+        (["--seeds", "--interpolate", "--ci", "--at-rollouts", "300", "--ci-resamples", "0"], "--ci-resamples must"),
+    ]:
+        with pytest.raises(SystemExit):
+            report.main([*seed_logs, *argv, *out])
+        assert message in capsys.readouterr().err
+    # A configuration of one run (dapo) can be neither resampled nor permuted: refused before any table is written.
+    assert report.main([*seed_logs, "--seeds", "--interpolate", "--ci", "--at-rollouts", "300", *out]) == 2
+    assert "--ci resamples and permutes runs: every configuration needs 2 or more; dapo (1)" in caplog.text
+    assert not (tmp_path / "out" / "seeds_table.md").exists()

@@ -3,7 +3,8 @@
 Usage::
 
     python -m recipe.pc.report [--baseline LABEL] [--compare LABEL] [--target ACC] [--smooth K]
-                               [--benchmarks A,B] [--seeds] [--out DIR] [--no-plot] RUN [RUN ...]
+                               [--benchmarks A,B] [--seeds [--interpolate [--ci]]] [--at-rollouts R1,R2]
+                               [--out DIR] [--no-plot] RUN [RUN ...]
 
 A RUN is ``LABEL=PATH``, ``LABEL=tb:DIR`` or ``LABEL=wandb:ENTITY/PROJECT/RUN_ID``; without ``LABEL=`` the
 label is the file name without its extension, the folder name or the W&B run id.
@@ -74,6 +75,23 @@ validation points and left empty past its last one (no extrapolation), as ``at_r
 table on stdout; with ``--seeds``, per configuration the mean of its seeds and their min-max, given only where every
 seed got that far. This is the comparison at equal budget, where rollouts-to-target compares speed to one accuracy.
 
+``--interpolate`` (with ``--seeds``): a read-off that treats every configuration alike. Each run's accuracy is linear
+between its validation points in cumulative generated rollouts; a configuration's mean curve is the pointwise mean of
+its seeds' (at every seed's points, within the range all of them reached: seeds are paired at equal rollouts, not at
+equal steps). Its accuracy at each ``--at-rollouts`` budget is that curve there ("not reached" where a seed stopped
+before); the target is the peak of the baseline's mean curve over its points (or ``--target``); a mean curve reaches
+it at the first rollouts where it is at or above it, linear between points, the baseline too; ratio = that over the
+baseline's (rollouts × baseline, below 1 is fewer). As ``interpolated.md``/``.csv`` and after the table on stdout.
+
+``--ci`` (with ``--seeds --interpolate --at-rollouts R1,R2``, every configuration of 2 seeds or more): each other
+configuration against the baseline, as ``intervals.md``/``.csv`` and on stdout: at each budget the difference of the
+mean curves, every run's value there, its 95% percentile-bootstrap interval and the two-sided p-value of the exact
+permutation test of the difference of the runs' means (every split of the pooled runs into groups of the original
+sizes: 252 for 5 + 5); then the ratio of crossings with its bootstrap interval. The bootstrap draws each
+configuration's runs with replacement, independently, ``--ci-resamples`` times (default 10,000) from numpy's
+``default_rng(--ci-seed)`` (default 0); target and crossings are recomputed in each resample, and one in which the
+configuration never reaches the target is an infinite ratio (an interval's end "∞").
+
 ``--means M1,M2``: each metric's mean over the steps that logged it, per run (with ``--seeds``: per configuration,
 the mean of its seeds' means and their min–max), as ``means_table.md``/``.csv`` and after the table on stdout.
 
@@ -97,8 +115,10 @@ be used is skipped. The exit status is non-zero only when no table can be produc
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
+import math
 import re
 import sys
 from dataclasses import dataclass
@@ -119,6 +139,7 @@ _SEED_SUFFIX = re.compile(r"^(?P<config>.+?)[_-]s(?:eed)?(?P<seed>\d+)$")
 DEFAULT_OUT = Path("report")
 INSTALL_PLOT = 'pip install -e ".[report]"'
 _TOLERANCE = 1e-9
+CI_RESAMPLES = 10_000
 
 
 class ReportError(Exception):
@@ -694,6 +715,246 @@ def equal_accuracy_markdown(table: pd.DataFrame, baseline: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ------------------------------------------------------------------ interpolated read-off and intervals
+def _values_at(curves: list[pd.DataFrame], rollouts) -> np.ndarray:
+    """Each run's accuracy at each of ``rollouts`` (runs × rollouts), linear between its validation points; NaN
+    outside them (``accuracy_at_rollouts``), so that a mean over runs is NaN where one of them has no value."""
+    return np.array([accuracy_at_rollouts(curve, rollouts) for curve in curves], dtype=float)
+
+
+def _drawn_means(curves: list[pd.DataFrame], draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every run's validation points, and per row of ``draws`` (indices into ``curves``) the pointwise mean of the
+    drawn runs' curves there, NaN outside the range all of them cover. A mean of linear pieces is linear between
+    its runs' points, so the points of runs not drawn lie on it: peak and crossings are those of the drawn mean."""
+    points = np.unique(np.concatenate([curve["rollouts"].to_numpy() for curve in curves]))
+    return points, _values_at(curves, points)[draws].mean(axis=1)
+
+
+def interpolated_mean_curve(curves: list[pd.DataFrame]) -> pd.DataFrame:
+    """The seeds' curves, each linear between its validation points in cumulative generated rollouts, averaged
+    pointwise: ``rollouts`` every seed's points within the range all of them cover, ``smoothed`` the mean there.
+    Unlike ``mean_curve`` it pairs seeds at equal rollouts, not at equal steps (a PC seed's rollouts at a step vary)."""
+    points, (mean,) = _drawn_means(curves, np.arange(len(curves))[None, :])
+    return pd.DataFrame({"rollouts": points, "smoothed": mean}).dropna().reset_index(drop=True)
+
+
+def _crossings(points: np.ndarray, means: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Per row of ``means`` (mean curves on ``points``, NaN outside their range): the rollouts where it first reaches
+    its target, linear from its point before (``_interpolate_reach``'s rule, on arrays: the bootstrap asks 10,000
+    times); its first point where that one reaches it already; inf where it never does."""
+    reached = means >= targets[:, None] - _TOLERANCE  # NaN compares False
+    first = reached.argmax(axis=1)
+    before, rows = np.maximum(first - 1, 0), np.arange(len(means))
+    y0, y1, x0, x1 = means[rows, before], means[rows, first], points[before], points[first]
+    with np.errstate(invalid="ignore", divide="ignore"):  # rows without a point before are taken from x1
+        crossing = np.where((first == 0) | np.isnan(y0), x1, x0 + (targets - y0) / (y1 - y0) * (x1 - x0))
+    return np.where(reached.any(axis=1), crossing, np.inf)
+
+
+def interpolated_reading(
+    runs: dict[str, list[pd.DataFrame]], baseline: str, target: float | None, draws: dict[str, np.ndarray] | None = None
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Per resample (``draws``: each configuration's drawn runs, one row a resample; default: all its runs, once):
+    the target (``None``: the peak of the baseline's mean curve over its points) and each configuration's crossing
+    of it (``_crossings``, the same rule for the baseline)."""
+    draws = draws or {config: np.arange(len(curves))[None, :] for config, curves in runs.items()}
+    drawn = {config: _drawn_means(curves, draws[config]) for config, curves in runs.items()}
+    base = drawn[baseline][1]
+    targets = np.nanmax(base, axis=1) if target is None else np.full(len(base), target)
+    return targets, {config: _crossings(points, means, targets) for config, (points, means) in drawn.items()}
+
+
+def _crossing_ratio(crossing: np.ndarray, baseline: np.ndarray) -> np.ndarray:
+    """Crossing over the baseline's: inf where only the configuration never gets there, NaN where neither does or
+    the baseline's crossing is at 0 rollouts."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(baseline > 0, crossing / baseline, np.nan)
+
+
+def interpolated_table(
+    curves: dict[str, pd.DataFrame],
+    groups: dict[str, list[str]],
+    baseline: str,
+    budgets: list[float],
+    target: float | None = None,
+) -> pd.DataFrame:
+    """Per configuration: its interpolated mean curve's accuracy at each budget (NaN: not every seed got there), its
+    peak, its crossing of the target (inf: never) and that crossing over the baseline's."""
+    runs = {config: [curves[label] for label in labels] for config, labels in groups.items()}
+    (target,), crossings = interpolated_reading(runs, baseline, target)
+    rows = []
+    for config, labels in groups.items():
+        at = _values_at(runs[config], budgets).mean(axis=0)
+        row = {"configuration": config, "runs": len(labels)}
+        row.update({f"accuracy_at_{b:.0f}": float(value) for b, value in zip(budgets, at, strict=True)})
+        row["peak_mean_accuracy"] = float(interpolated_mean_curve(runs[config])["smoothed"].max())
+        row["rollouts_to_target"] = float(crossings[config][0])
+        row[f"rollouts_ratio_vs_{baseline}"] = float(_crossing_ratio(crossings[config], crossings[baseline])[0])
+        row["target"] = float(target)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _reached_cell(value: float, fmt: str, suffix: str = "") -> str:
+    return "not reached" if value == np.inf else _cell(value, fmt, suffix=suffix)
+
+
+def interpolated_markdown(table: pd.DataFrame, budgets: list[float], baseline: str, caption: str) -> str:
+    header = ["configuration", "runs", *(f"acc. at {b:,.0f} rollouts" for b in budgets)]
+    header += ["peak of mean curve", "mean curve reaches target at", f"rollouts to target × {baseline}"]
+    lines = [caption, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in table.to_dict("records"):
+        cells = [row["configuration"], str(row["runs"])]
+        cells += [_cell(row[f"accuracy_at_{b:.0f}"], ".3f", "not reached") for b in budgets]
+        cells += [f"{row['peak_mean_accuracy']:.4f}", _reached_cell(row["rollouts_to_target"], ",.0f")]
+        cells += [_reached_cell(row[f"rollouts_ratio_vs_{baseline}"], ".2f", "×")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_MAX_SPLITS = 1_000_000  # an exact permutation test enumerates every split; 10 + 10 runs are 184,756
+
+
+def permutation_p(values: np.ndarray, baseline: np.ndarray) -> float:
+    """Two-sided p-value of the exact permutation test of the difference of means: the share of all splits of the
+    pooled runs into groups of the original sizes (the observed one included) whose difference is at least the
+    observed one in absolute value."""
+    pooled = np.concatenate([values, baseline])
+    if math.comb(len(pooled), len(values)) > _MAX_SPLITS:
+        raise ReportError(f"--ci: {len(values)} + {len(baseline)} runs are too many splits for an exact permutation")
+    splits = np.array(list(itertools.combinations(range(len(pooled)), len(values))))
+    sums = pooled[splits].sum(axis=1)
+    differences = sums / len(values) - (pooled.sum() - sums) / len(baseline)
+    return float(np.mean(np.abs(differences) >= abs(values.mean() - baseline.mean()) - _TOLERANCE))
+
+
+def _percentile_interval(values: np.ndarray) -> tuple[float, float]:
+    """The 2.5th and 97.5th percentiles (numpy's linear rule), +inf counting as above every number: numpy itself
+    gives NaN between two infinite neighbours, so inf stands in as one above the largest finite value, and a
+    percentile above that value touched an infinite neighbour, so it is inf. NaN anywhere gives NaN."""
+    finite = values[np.isfinite(values)]
+    top = float(finite.max()) if finite.size else 0.0
+    ends = np.percentile(np.where(np.isposinf(values), top + 1.0, values), [2.5, 97.5])
+    return tuple(np.inf if end > top else float(end) for end in ends)
+
+
+def _joined(values: np.ndarray) -> str:
+    return ",".join("" if np.isnan(v) else f"{v:.4f}" for v in values)
+
+
+def _difference(mine: np.ndarray, theirs: np.ndarray, resampled_mine: np.ndarray, resampled_theirs: np.ndarray):
+    """Δ at one budget from the runs' values there (NaN past a run's end: then not read) and the resampled means."""
+    reached = not (np.isnan(mine).any() or np.isnan(theirs).any())
+    low, high = _percentile_interval(resampled_mine - resampled_theirs) if reached else (np.nan, np.nan)
+    return {
+        "value": mine.mean(),
+        "baseline_value": theirs.mean(),
+        "estimate": mine.mean() - theirs.mean(),
+        "low": low,
+        "high": high,
+        "p_value": permutation_p(mine, theirs) if reached else np.nan,
+        "values": _joined(mine),
+        "baseline_values": _joined(theirs),
+    }
+
+
+_INTERVAL_COLUMNS = ["configuration", "measure", "rollouts", "value", "baseline_value", "estimate", "low", "high"]
+_INTERVAL_COLUMNS += ["p_value", "runs", "values", "baseline_runs", "baseline_values"]
+
+
+def intervals_table(
+    curves: dict[str, pd.DataFrame],
+    groups: dict[str, list[str]],
+    baseline: str,
+    budgets: list[float],
+    target: float | None = None,
+    resamples: int = CI_RESAMPLES,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Per configuration other than ``baseline``: at each budget (``measure`` "difference"), the difference of the
+    interpolated mean curves with its 95% percentile-bootstrap interval and exact permutation p-value (NaN where a
+    run of either did not get that far); then (``measure`` "ratio") its crossing of the target over the baseline's,
+    with its bootstrap interval (inf: not reached). A resample draws each configuration's seeds with replacement
+    from its own runs, independently of the others'; one draw serves every statistic, and
+    ``numpy.random.default_rng(seed)`` draws the configurations in ``groups``' order."""
+    runs = {config: [curves[label] for label in labels] for config, labels in groups.items()}
+    rng = np.random.default_rng(seed)
+    draws = {config: rng.integers(len(labels), size=(resamples, len(labels))) for config, labels in groups.items()}
+    values = {config: _values_at(runs[config], budgets) for config in groups}
+    resampled = {config: values[config][draws[config]].mean(axis=1) for config in groups}  # resamples × budgets
+    # Before ``target`` is set below: where it was not given, each resample takes its own baseline's peak.
+    _, resampled_crossings = interpolated_reading(runs, baseline, target, draws)
+    (target,), crossings = interpolated_reading(runs, baseline, target)
+    rows = []
+    for config, labels in groups.items():
+        if config == baseline:
+            continue
+        common = {"configuration": config, "runs": ",".join(labels), "baseline_runs": ",".join(groups[baseline])}
+        for i, budget in enumerate(budgets):
+            pair = (values[config][:, i], values[baseline][:, i], resampled[config][:, i], resampled[baseline][:, i])
+            rows.append({**common, "measure": "difference", "rollouts": budget, **_difference(*pair)})
+        low, high = _percentile_interval(_crossing_ratio(resampled_crossings[config], resampled_crossings[baseline]))
+        ratio = {"value": crossings[config][0], "baseline_value": crossings[baseline][0], "low": low, "high": high}
+        ratio["estimate"] = _crossing_ratio(crossings[config], crossings[baseline])[0]
+        rows.append({**common, "measure": "ratio", **ratio})
+    table = pd.DataFrame(rows, columns=_INTERVAL_COLUMNS)
+    table["target"], table["resamples"], table["seed"] = float(target), resamples, seed
+    return table
+
+
+def _end(value: float, fmt: str, suffix: str = "") -> str:
+    return "∞" if value == np.inf else f"{value:{fmt}}{suffix}"
+
+
+def _per_seed(labels: str, values) -> str:
+    """'s4 0.412, s5 0.431': each run's value, named by its seed (by its label without one); — past a run's end."""
+    cells = []
+    for label, value in zip(labels.split(","), values.split(","), strict=True):
+        match = _SEED_SUFFIX.match(label)
+        cells.append(f"{'s' + match['seed'] if match else label} " + (f"{float(value):.3f}" if value else "—"))
+    return ", ".join(cells)
+
+
+def _interval_cells(row: dict) -> list[str]:
+    """The cells after the configuration of one ``intervals_table`` row."""
+    if row["measure"] == "ratio":
+        interval = "—" if pd.isna(row["low"]) else f"[{_end(row['low'], '.2f', '×')}, {_end(row['high'], '.2f', '×')}]"
+        cells = [
+            "rollouts to target",
+            _reached_cell(row["value"], ",.0f"),
+            _reached_cell(row["baseline_value"], ",.0f"),
+        ]
+        return [*cells, _reached_cell(row["estimate"], ".2f", "×"), interval, "—", "", ""]
+    runs, baseline_runs = len(row["runs"].split(",")), len(row["baseline_runs"].split(","))
+    splits = math.comb(runs + baseline_runs, runs)
+    p = "—" if pd.isna(row["p_value"]) else f"{row['p_value']:.4f} ({round(row['p_value'] * splits)} of {splits})"
+    cells = [f"acc. at {row['rollouts']:,.0f} rollouts", _cell(row["value"], ".3f", "not reached")]
+    cells += [_cell(row["baseline_value"], ".3f", "not reached"), _cell(row["estimate"], "+.3f", "not reached")]
+    cells += ["—" if pd.isna(row["low"]) else f"[{row['low']:+.3f}, {row['high']:+.3f}]", p]
+    return [*cells, _per_seed(row["runs"], row["values"]), _per_seed(row["baseline_runs"], row["baseline_values"])]
+
+
+def intervals_markdown(table: pd.DataFrame, baseline: str, source: str, method: str) -> str:
+    first = table.iloc[0]
+    caption = (
+        f"Each configuration against {baseline}, on interpolated mean curves (each run linear between its validation "
+        "points in cumulative generated rollouts, a configuration the pointwise mean of its runs). Difference: mean "
+        f"curve minus {baseline}'s at equal rollouts, not read where a run of either stopped before; p: two-sided "
+        "exact permutation test of the difference of the runs' means (every split of the pooled runs into groups of "
+        f"the original sizes). Ratio: rollouts at which the mean curve first reaches the target {first['target']:.4f} "
+        f"({source}), linear between points, over {baseline}'s. 95% intervals: percentile bootstrap, "
+        f"{first['resamples']:,} resamples of each configuration's runs with replacement, independently, numpy "
+        f"default_rng({first['seed']}); target and crossings are recomputed in each resample, ∞ where the mean curve "
+        f"does not reach it. Accuracy: {method}."
+    )
+    header = ["configuration", "measure", "value", baseline, "difference or ratio", "95% interval"]
+    header += ["p (two-sided, exact)", "runs", f"{baseline} runs"]
+    lines = [caption, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in table.to_dict("records"):
+        lines.append(f"| {row['configuration']} | " + " | ".join(_interval_cells(row)) + " |")
+    return "\n".join(lines) + "\n"
+
+
 # ------------------------------------------------------------------ plot
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
 _LINESTYLES = ("-", "--", "-.", ":")
@@ -899,6 +1160,26 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(equal_accuracy.md): the baseline steps one step was worth, and the rollouts ratio",
     )
     parser.add_argument(
+        "--interpolate",
+        action="store_true",
+        help="with --seeds: each configuration's pointwise mean of its seeds' curves, linear between validation points "
+        "in cumulative rollouts; its accuracy at the --at-rollouts budgets, where it first reaches the target (linear "
+        "between points) and that over the baseline's (interpolated.md)",
+    )
+    parser.add_argument(
+        "--ci",
+        action="store_true",
+        help="with --seeds, --interpolate and --at-rollouts: each configuration against the baseline, the accuracy "
+        "difference at each budget and the rollouts-to-target ratio with 95%% percentile-bootstrap intervals, the "
+        "difference also with an exact permutation p-value (intervals.md)",
+    )
+    parser.add_argument(
+        "--ci-resamples", metavar="N", type=int, help=f"bootstrap resamples for --ci (default {CI_RESAMPLES})"
+    )
+    parser.add_argument(
+        "--ci-seed", metavar="S", type=int, help="seed of numpy's default_rng for --ci's resamples (default 0)"
+    )
+    parser.add_argument(
         "--means",
         metavar="M1,M2",
         type=_names,
@@ -939,6 +1220,18 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--sum-steps sets the windows of --sums: name the metrics with --sums")
     if bool(args.values) != bool(args.value_steps):
         parser.error("--values and --value-steps go together: the metrics, and the steps to read them at")
+    ci_needs = (("--seeds", args.seeds), ("--interpolate", args.interpolate), ("--at-rollouts R1,R2", args.at_rollouts))
+    missing = [name for name, given in ci_needs if not given]
+    if args.ci and missing:
+        parser.error(f"--ci compares configurations' interpolated mean curves at budgets: add {', '.join(missing)}")
+    if args.interpolate and not args.seeds:
+        parser.error("--interpolate reads configurations' mean curves: it needs --seeds")
+    if not args.ci and (args.ci_resamples is not None or args.ci_seed is not None):
+        parser.error("--ci-resamples and --ci-seed set the bootstrap of --ci: add --ci")
+    if args.ci_resamples is not None and args.ci_resamples < 1:
+        parser.error(f"--ci-resamples must be >= 1, got {args.ci_resamples}")
+    args.ci_resamples = CI_RESAMPLES if args.ci_resamples is None else args.ci_resamples
+    args.ci_seed = args.ci_seed or 0
     return args
 
 
@@ -1106,6 +1399,8 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> tupl
     configs = list(groups)
     baseline = _pick_baseline(configs, args.baseline, args.target is not None)
     compare = _pick_compare(configs, args.compare, baseline)
+    if args.interpolate:
+        _check_interpolate(args, groups, baseline)
     target = args.target if args.target is not None else float(means[baseline]["smoothed"].max())
     references = tuple(ref for ref in (baseline, compare) if ref is not None)
     table = build_seed_table(curves, groups, means, target, references)
@@ -1123,7 +1418,40 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> tupl
     if _plot_possible(args):
         plot_seeds(curves, groups, means, target, args.out / "seeds_accuracy_vs_rollouts.png", ylabel)
         written.append(args.out / "seeds_accuracy_vs_rollouts.png")
+    if args.interpolate:
+        markdown += _interpolated_report(args, curves, groups, baseline, method, written)
     return markdown, [label for labels in groups.values() for label in labels]
+
+
+def _check_interpolate(args, groups: dict[str, list[str]], baseline: str | None) -> None:
+    """Refuse, before any table is written, what --interpolate and --ci cannot read."""
+    if baseline is None:
+        raise ReportError("--interpolate reads each configuration against a baseline: pass --baseline LABEL")
+    few = [f"{config} ({len(labels)})" for config, labels in groups.items() if len(labels) < 2]
+    if args.ci and few:
+        raise ReportError(f"--ci resamples and permutes runs: every configuration needs 2 or more; {', '.join(few)}")
+
+
+def _interpolated_report(args, curves, groups, baseline: str, method: str, written: list[Path]) -> str:
+    """interpolated.md/.csv and, with --ci, intervals.md/.csv; returns their Markdown, each after a blank line."""
+    budgets = args.at_rollouts or []
+    table = interpolated_table(curves, groups, baseline, budgets, args.target)
+    source = "given" if args.target is not None else f"peak of {baseline}'s interpolated mean curve over its points"
+    caption = (
+        "Interpolated mean curves: each run's accuracy linear between its validation points in cumulative generated "
+        "rollouts, a configuration's curve the pointwise mean of its runs' over the rollouts all of them reached "
+        f"(not reached: a run stopped before). Target accuracy {table['target'].iloc[0]:.4f} ({source}); a mean "
+        f"curve reaches it at the first rollouts where it is at or above it, linear between points. Accuracy: {method}."
+    )
+    markdown = interpolated_markdown(table, budgets, baseline, caption)
+    _write_table(args.out, "interpolated", markdown, table, written)
+    text = "\n" + markdown
+    if args.ci:
+        intervals = intervals_table(curves, groups, baseline, budgets, args.target, args.ci_resamples, args.ci_seed)
+        markdown = intervals_markdown(intervals, baseline, source, method)
+        _write_table(args.out, "intervals", markdown, intervals, written)
+        text += "\n" + markdown
+    return text
 
 
 def _logged(label: str, frame: pd.DataFrame, metric: str) -> pd.Series:

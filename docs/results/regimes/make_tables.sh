@@ -11,6 +11,7 @@ H=docs/results/regimes/2026-11-27 I=docs/results/regimes/2026-11-27b  # batch 14
 J=docs/results/regimes/2026-11-27c K=docs/results/regimes/2026-11-27d  # batch 15; batch 16
 L=docs/results/regimes/2026-11-27e M=docs/results/regimes/2026-11-27f  # batch 18 (partial); its ref seed 2 alone
 N=docs/results/regimes/2026-11-27g  # batch 18 again, whole (4 x H100)
+P=docs/results/regimes/2026-11-27h  # the pre-registered PC 4+60 against GRPO n=64 (batch20.txt, 4 x H200)
 # dapo16_calibrated_s1 reached step 29 in batch 4a and ran again, to step 30, in batch 11: every table uses that run.
 CAL_DAPO=("" $F $E)  # the folder of dapo16_calibrated_s<seed>
 # Accuracy at equal generated rollouts (at_rollouts.md), added after batch 17 to every folder: at GRPO's cumulative
@@ -380,4 +381,14 @@ for seed in 1 2; do
   costmodel $R/default480/costmodel_vs_measured.md $pc480
   costmodel $R/default480/costmodel_per_step.md $pc480 --per-step
 done
-ls $R/default $R/spread $R/default_g64 $R/calibrated $R/calibrated_g64 $R/calibrated_g64_t36 $R/default_stages $R/batch18_partial $R/calibrated_dapo_rerun $R/default_t40 $R/default480
+# The pre-registered experiment (prereg-pc4x60.md), read by its rule: interpolated mean curves, the accuracy difference
+# at 9,216, 18,432 and 27,648 rollouts with bootstrap intervals and exact permutation p-values, and the ratio of
+# rollouts to GRPO's peak. A budget a run did not reach is "not reached" for its configuration.
+PRE=()
+for seed in 4 5 6 7 8; do
+  PRE+=(grpo64t36_calibrated_s$seed=$P/grpo64t36_calibrated_s$seed/metrics.jsonl)
+  PRE+=(pc4x60t32_calibrated_s$seed=$P/pc4x60t32_calibrated_s$seed/metrics.jsonl)
+done
+python -m recipe.pc.report --seeds --interpolate --ci --at-rollouts 9216,18432,27648 --baseline grpo64t36_calibrated \
+  --means $MEANS --out $R/prereg_pc4x60 "${PRE[@]}" >/dev/null
+ls $R/default $R/spread $R/default_g64 $R/calibrated $R/calibrated_g64 $R/calibrated_g64_t36 $R/default_stages $R/batch18_partial $R/calibrated_dapo_rerun $R/default_t40 $R/default480 $R/prereg_pc4x60
