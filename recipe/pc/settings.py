@@ -11,6 +11,7 @@ import math
 import types
 import typing
 from dataclasses import dataclass
+from pathlib import Path
 
 from omegaconf import OmegaConf
 
@@ -21,6 +22,12 @@ METHODS = ("pilot_commit", "grpo", "dapo")
 DAPO_STEP_UNITS = ("update", "round")
 
 _ABSENT = object()
+CONFIG_FILE = Path(__file__).parent / "config" / "pc_trainer.yaml"
+
+
+def yaml_defaults():
+    """The YAML's own values of the Pilot-Commit keys (no verl defaults, no preset), for the offline tools."""
+    return OmegaConf.load(CONFIG_FILE)
 
 # Options that verl 0.9.1's stock RayPPOTrainer.fit() acts on but RayPCTrainer.fit() does not run:
 # (key, the default that is accepted, why it is refused).

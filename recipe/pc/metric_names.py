@@ -1,0 +1,78 @@
+"""The names of the metrics the trainer logs and the offline tools read, in one place.
+
+The trainer writes them through verl's ``Tracking``; ``recipe.pc_tools`` (report, plan, cost model) and the tests
+read them back from logs. A rename here moves all of them together.
+"""
+
+from __future__ import annotations
+
+import re
+
+# --- per step: what was generated, trained and counted --------------------------------------------------------------
+GLOBAL_STEP = "training/global_step"
+EPOCH = "training/epoch"
+ROUNDS = "training/num_gen_batches"  # generation rounds this step took
+PROMPTS_IN_BATCH = "training/num_prompt_in_batch"
+UNFILLED_BATCH = "training/unfilled_batch"
+UNFILLED_DROPPED_PROMPTS = "training/unfilled_dropped_prompts"
+TOTAL_CONSUMED_PROMPTS = "training/total_consumed_prompts"
+TOTAL_SAMPLING_ROUNDS = "training/total_sampling_rounds"
+NUM_EVICTED_PROMPTS = "training/num_evicted_prompts"
+ZERO_VARIANCE_GROUP_FRAC = "training/zero_variance_group_frac"
+PPO_MINI_BATCHES = "training/ppo_mini_batches"
+PARTIAL_MINI_BATCH_WEIGHT = "training/partial_mini_batch_weight"
+OPTIMIZER_STEPS = "training/optimizer_steps"
+
+ROLLOUTS_PILOT = "rollout_stats/num_rollouts_sample_explore"
+ROLLOUTS_COMMIT = "rollout_stats/num_rollouts_sample_commit"
+ROLLOUTS_SAMPLED = "rollout_stats/num_rollouts_sample"  # pilot + commit: the paper's cost per step
+ROLLOUTS_TRAINED = "rollout_stats/num_rollouts_train"
+ROLLOUTS_PADDING = "rollout_stats/num_rollouts_padding"
+ROLLOUTS_DOWNSAMPLED = "rollout_stats/num_rollouts_downsampled"
+CUMULATIVE_SAMPLED = "rollout_stats/cumulative_rollouts_sample"  # the x-axis of every accuracy curve
+CUMULATIVE_TRAINED = "rollout_stats/cumulative_rollouts_train"
+
+BUFFER_ADDED = "buffer_stats/local/add_count"
+BUFFER_POPPED = "buffer_stats/local/pop_count"
+BUFFER_FLUSHED = "buffer_stats/local/evict_count"
+BUFFER_OVERFLOW = "buffer_stats/local/overflow_count"
+BUFFER_SIZE = "buffer_stats/local/buffer_size"
+OFF_POLICY = "off_policy_stats/local"  # prefix of count/mean/std/min/max of a commit's pilot age in steps
+
+CANDIDATES = "filtering_stats/num_candidates"
+PASS_COUNT = "filtering_stats/pass_count"
+PASS_RATE = "filtering_stats/pass_rate"
+TOO_CORRECT_COUNT = "filtering_stats/too_correct_count"
+TOO_CORRECT_RATE = "filtering_stats/too_correct_rate"
+TOO_INCORRECT_COUNT = "filtering_stats/too_incorrect_count"
+TOO_INCORRECT_RATE = "filtering_stats/too_incorrect_rate"
+EVICT_MARKED = "filtering_stats/evict_marked_count"
+SCREENED_OUT = "filtering_stats/screened_out_count"
+BAND_UPPER = "filtering_stats/too_correct_threshold_upper"
+BAND_LOWER = "filtering_stats/too_correct_threshold_lower"
+SKIPPED = "filtering_stats/skipped_count"
+SKIP_TOTAL = "filtering_stats/skip_total"
+SKIP_P_EASY = "filtering_stats/skip_p_easy"
+SKIP_P_HARD = "filtering_stats/skip_p_hard"
+SKIP_HISTORY_PROMPTS = "filtering_stats/skip_history_prompts"
+
+PILOT_METRIC_MEAN = "pilot_stats/metric_mean"
+PILOT_MEAN_OF_MEANS = "pilot_stats/prompt_mean_of_means"
+PILOT_STD_OF_MEANS = "pilot_stats/prompt_std_of_means"
+PILOT_FRAC_ALL_ZERO = "pilot_stats/frac_all_zero"
+PILOT_FRAC_ALL_ONE = "pilot_stats/frac_all_one"
+
+# --- per epoch -------------------------------------------------------------------------------------------------------
+EXCLUSION_EPOCH = "exclusion_stats/epoch"
+EVICTED_THIS_EPOCH = "exclusion_stats/evicted_this_epoch"
+DATASET_SIZE = "exclusion_stats/dataset_size"
+ORIGINAL_SIZE = "exclusion_stats/original_size"
+CARRIED_PROMPTS = "exclusion_stats/carried_prompts"
+CARRIED_BUFFER_ENTRIES = "exclusion_stats/carried_buffer_entries"
+DROPPED_PARTIAL_PROMPTS = "exclusion_stats/dropped_partial_prompts"
+FLUSHED_BUFFER_ENTRIES = "exclusion_stats/flushed_buffer_entries"
+
+# --- verl's own, read by the tools -----------------------------------------------------------------------------------
+STEP_TIME = "timing_s/step"
+# Validation accuracy per benchmark (data source), over N samples a prompt.
+VAL_CORE_ACC = re.compile(r"^val-core/(?P<source>.+)/acc/mean@(?P<n>\d+)$")
