@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recipe.pc.allocation import (
+    classify_by_spread,
     classify_pilot,
     commit_size,
     generation_divisor,
@@ -54,6 +55,26 @@ def test_band_rejects_zero_spread_groups_with_nonbinary_metric():
     assert not verdict.evict.any()
 
 
+@pytest.mark.parametrize(
+    ("groups", "passed", "too_correct", "too_incorrect"),
+    [
+        # +-1 rewards: flat at -1 or +1 dropped, a mixed group kept although its mean is 0
+        ([[-1] * 4, [1, -1, 1, -1], [1] * 4], [False, True, False], [False, False, True], [True, False, False]),
+        # graded scores: a flat group is dropped whatever its mean, a mixed one kept
+        ([[0.5] * 4, [0, 0.5, 0.5, 1], [0] * 4], [False, True, False], [True, False, False], [False, False, True]),
+        ([[0.7], [0.2, 0.2]], [True, False], [False, True], [False, False]),  # a single rollout has no spread to test
+    ],
+    ids=["plus_minus_one", "graded", "single_rollout"],
+)
+def test_dapo_keeps_groups_by_their_spread_not_their_mean(groups, passed, too_correct, too_incorrect):
+    ids = np.concatenate([[i] * len(g) for i, g in enumerate(groups)])
+    verdict = classify_by_spread(ids, np.concatenate(groups))
+    assert verdict.passed.tolist() == passed
+    assert verdict.too_correct.tolist() == too_correct
+    assert verdict.too_incorrect.tolist() == too_incorrect
+    assert not verdict.evict.any()
+
+
 def test_group_stats_rejects_misaligned_inputs():
     with pytest.raises(ValueError, match="3 prompt ids but 2"):
         group_stats(np.array([1, 1, 2]), np.array([1.0, 0.0]))
@@ -77,16 +98,12 @@ def test_stale_mask_keeps_entries_up_to_the_bound():
     assert stale_mask(steps, current_step=6, max_off_steps=4).tolist() == [True, False, False, False, False]
 
 
-@given(
-    n_correct=st.integers(0, 32),
-    extra_wrong=st.integers(0, 32),
-    m=st.integers(1, 64),
-    seed=st.integers(0, 2**16),
-)
-def test_max_variance_down_sampling_is_as_balanced_as_possible(n_correct, extra_wrong, m, seed):
+@given(n_correct=st.integers(0, 32), seed=st.integers(0, 2**16), data=st.data())
+def test_max_variance_down_sampling_is_as_balanced_as_possible(n_correct, seed, data):
+    # Drawn so that every example is a valid request (at least one rollout, 1 <= m <= n): none is skipped.
+    extra_wrong = data.draw(st.integers(0 if n_correct else 1, 32), label="extra_wrong")
     n = n_correct + extra_wrong
-    if not 0 < m <= n:
-        return
+    m = data.draw(st.integers(1, n), label="m")
     values = np.array([1.0] * n_correct + [0.0] * extra_wrong)
     np.random.default_rng(seed).shuffle(values)
     picked = select_responses(values, m, "max_variance", np.random.default_rng(seed))
@@ -106,6 +123,16 @@ def test_max_variance_down_sampling_beats_every_other_subset(values, data):
     picked = select_responses(values, m, "max_variance", np.random.default_rng(0))
     best = max(np.var(values[list(c)]) for c in itertools.combinations(range(len(values)), m))
     assert math.isclose(np.var(values[picked]), best, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def test_max_variance_takes_equal_rollouts_in_the_seeded_order():
+    # Which of several equal rollouts is reused comes from the seed, not from the rollouts' index order.
+    values = np.array([1.0] * 4 + [0.0] * 4)
+    picks = {seed: select_responses(values, 2, "max_variance", np.random.default_rng(seed)) for seed in range(64)}
+    for seed, picked in picks.items():
+        assert sorted(values[picked].tolist()) == [0.0, 1.0]
+        assert select_responses(values, 2, "max_variance", np.random.default_rng(seed)).tolist() == picked.tolist()
+    assert {i for picked in picks.values() for i in picked.tolist()} == set(range(8))  # every tied rollout is drawn
 
 
 def test_first_n_and_unknown_strategy():

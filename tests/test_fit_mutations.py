@@ -53,8 +53,10 @@ def row_advantages(call) -> np.ndarray:
 def test_advantages_are_grpo_over_each_prompts_pilot_plus_commit_rows(run):
     """Catches: advantages normalised over the pilot rows and the commit rows as two separate groups."""
     trainer, _, _, _ = run
+    assert len(updates(trainer)) == STEPS  # the checks below run on every step's update
     for call in updates(trainer):
         ids, scores, adv = np.asarray(call.prompt_ids), call.scores.double().numpy(), row_advantages(call)
+        assert len(np.unique(ids)) == B
         for pid in np.unique(ids):
             rows = ids == pid
             assert rows.sum() == N_PILOT + N_COMMIT
@@ -80,6 +82,7 @@ def test_filter_counts_are_exact(run):
         too_hard = pilot_means < P_LOWER
         too_easy = pilot_means > 1 - P_UPPER
         expected[call.global_steps] += [too_hard.sum(), too_easy.sum(), (~too_hard & ~too_easy).sum()]
+    assert len(steps) == STEPS
     for step, s in enumerate(steps, start=1):
         got = [s["filtering_stats/too_incorrect_count"], s["filtering_stats/too_correct_count"]]
         got.append(s["filtering_stats/pass_count"])
@@ -178,6 +181,8 @@ def test_colocated_rollouts_match_the_in_loop_reward_run(tmp_path, tokenizer):
 
 def test_staleness_bound_holds_for_trained_pilots(run):
     trainer, _, _, _ = run
+    assert len(updates(trainer)) == STEPS
     for step, call in enumerate(updates(trainer), start=1):
         pilot = np.asarray(call.is_pilot, dtype=bool)
+        assert pilot.sum() == B * N_PILOT  # every group reuses its pilots: the bound is checked on each of them
         assert (step - np.asarray(call.rollout_steps)[pilot] <= MAX_OFF + 1).all()

@@ -202,6 +202,19 @@ def test_batch_plan_cycles_over_the_gpus_named_in_GPUS_and_refuses_others(tmp_pa
         assert refused.returncode == 2 and why in refused.stderr and refused.stdout == "", (bad, refused.stderr)
 
 
+def test_batch_plan_keeps_every_named_line_however_long_the_names_after_it(tmp_path):
+    # batch-plan once piped the names into `grep -q` under pipefail: grep exiting at a match killed printf with
+    # SIGPIPE if names were still unwritten, and the line was skipped (on a busy machine, now and then). Names
+    # past a pipe's 64 KiB buffer made that certain; read from a here-string they cannot.
+    long_names = [f"{k}{'x' * 100_000}" for k in "ab"]  # each under the kernel's 128 KiB limit on one argument
+    batch = tmp_path / "batch.txt"
+    batch.write_text(BATCH + "".join(f"{name} mix s.sh\n" for name in long_names))
+    plan = launch("batch-plan", str(batch), "b_s1", "c_s1", "a_s10", *long_names, NGPUS="4", GPUS="3 1")
+    assert plan.returncode == 0, plan.stderr[-500:]
+    picked = [line.split()[:2] for line in plan.stdout.splitlines()]
+    assert picked == [[n, g] for n, g in zip(["a_s10", "b_s1", "c_s1", *long_names], "31313", strict=True)]
+
+
 def test_batch_waits_before_a_second_run_on_a_gpu_and_not_between_gpus(tmp_path):
     batch = tmp_path / "batch.txt"
     batch.write_text(BATCH)

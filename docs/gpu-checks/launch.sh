@@ -119,10 +119,13 @@ case "${1:?setup | checks | regime | batch2 | batch FILE [NAME...] | batch-plan 
     for want in "$@"; do
       grep -qxF -- "$want" <<<"$names" || { echo "no run $want in $file" >&2; exit 2; }
     done
+    # The wanted names read from a here-string, not piped from printf: under pipefail, grep -q exiting at a match
+    # before printf had written every name killed printf with SIGPIPE and skipped the line (on a loaded machine).
+    wanted=$(printf '%s\n' "$@")
     i=0
     while read -r name mix script overrides; do
       case "$name" in '' | '#'*) continue ;; esac
-      if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qxF -- "$name"; then continue; fi
+      if [ $# -gt 0 ] && ! grep -qxF -- "$name" <<<"$wanted"; then continue; fi
       echo "$name ${gpus[$((i % ${#gpus[@]}))]} $mix $script${overrides:+ $overrides}"
       i=$((i + 1))
     done <"$file"
