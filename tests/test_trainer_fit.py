@@ -76,6 +76,8 @@ def build_trainer(
             "trainer.val_before_train=False",
             "trainer.test_freq=-1",
             "trainer.save_freq=-1",
+            # These tests were written for mini-batches of ppo_mini_batch_size x rollout.n rows; keep that arithmetic.
+            "algorithm.mini_batch_unit=rollout_n",
             "trainer.total_training_steps=9",
             "trainer.total_epochs=8",
             f"trainer.n_gpus_per_node={dp_size}",

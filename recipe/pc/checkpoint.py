@@ -5,6 +5,9 @@ The file is a ``torch.save`` of tensors, numbers, strings, lists and dicts, so i
 of the buffered rollouts (prompts, reward extras) are turned into that vocabulary by ``to_plain``.
 States written before this format (full pickles) are refused; ``python -m recipe.pc.convert_state``
 converts one that the user trusts.
+
+Version 2 keeps the allocator's state under ``allocator`` (``{"name": ..., "state": ...}``); version 1 merged it
+into the top level, and ``read_state`` moves it there when it reads one.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ logger = logging.getLogger(__name__)
 
 STATE_FILE = "pilot_commit_state.pt"
 FORMAT = "pilot-commit-state"
-VERSION = 1
+VERSION = 2
+# The top-level keys the trainer writes; in a version-1 state every other key was the allocator's.
+TRAINER_KEYS = ("format", "version", "config", "rng", "dataset", "skip", "counters")
 _TAG = "__pc__"  # marks an encoded value that plain data cannot spell directly
 CONVERT_HINT = "python -m recipe.pc.convert_state {path} --rollout-n <actor_rollout_ref.rollout.n>"
 
@@ -212,6 +217,8 @@ def read_state(path: str, expected_config: dict) -> dict:
             f"{path} has state version {version!r}; this release reads version {VERSION} (upgrade pilot-commit "
             "to resume from a newer one)"
         )
+    if version == 1:
+        state = upgrade_v1(state)
     saved = state.get("config", {})
     mismatch = [
         f"{k}: saved {saved.get(k)!r}, configured {v!r}" for k, v in expected_config.items() if saved.get(k) != v
@@ -222,6 +229,16 @@ def read_state(path: str, expected_config: dict) -> dict:
             "fit this run"
         )
     return state
+
+
+def upgrade_v1(state: dict) -> dict:
+    """A version-1 state in the version-2 layout. Version 1 did not name its allocator; a buffer means Pilot-Commit,
+    whose keys were the only allocator keys it wrote (the baselines wrote none)."""
+    own = {k: v for k, v in state.items() if k not in TRAINER_KEYS}
+    upgraded = {k: v for k, v in state.items() if k in TRAINER_KEYS}
+    upgraded["version"] = VERSION
+    upgraded["allocator"] = {"name": "pilot_commit" if "buffer" in own else None, "state": own}
+    return upgraded
 
 
 def pickled_globals(path: str) -> set[str]:

@@ -59,9 +59,14 @@ def convert(old: dict, rollout_n: int, n_effective: int | None, exploration_n: i
             "exploration.n_effective": pilot if n_effective is None else n_effective,
             "rollout.n": rollout_n,
         },
-        "buffer": ckpt.buffer_to_plain(new_entries, old["buffer"]["next_order"]),
+        "allocator": {
+            "name": "pilot_commit",
+            "state": {
+                "buffer": ckpt.buffer_to_plain(new_entries, old["buffer"]["next_order"]),
+                "evict_next_epoch": sorted(int(i) for i in old["evict_next_epoch"]),
+            },
+        },
         "rng": ckpt.to_plain(old["rng"], "rng"),
-        "evict_next_epoch": sorted(int(i) for i in old["evict_next_epoch"]),
         "dataset": ckpt.to_plain(old["dataset"], "dataset"),
         "counters": {
             name: int(old[name])

@@ -27,7 +27,9 @@ from verl.trainer.main_ppo import run_ppo
 from verl.trainer.main_ppo_v0 import BaseTaskRunner
 from verl.utils.device import auto_set_device
 
-from recipe.pc.settings import PCSettings, micro_batches
+from recipe.pc import reference_loss
+from recipe.pc.parallel import check_parallel_sizes, micro_batches
+from recipe.pc.settings import PCSettings
 
 # Variables the launchers set for the processes inside Ray. A Ray instance started by the driver inherits them;
 # on a cluster started beforehand (train_scripts/ray_cluster.sh, any `ray start`) the TaskRunner and workers do
@@ -147,7 +149,7 @@ def _check_pc(config) -> None:
     dp_size = actor_dp_size(config)
     # Null sizes are left to verl's validate_config (_check_verl), which names them.
     micro = micro_batches(config, dp_size, reference_dp_size(config))
-    settings.check_parallel_sizes(dp_size, int(config.actor_rollout_ref.actor.ppo_mini_batch_size), micro)
+    check_parallel_sizes(settings, dp_size, int(config.actor_rollout_ref.actor.ppo_mini_batch_size), micro)
 
 
 def _check_verl(config) -> None:
@@ -297,11 +299,25 @@ def forward_driver_env(config, environ=os.environ) -> list[str]:
     return added
 
 
+def register_external_modules(config, environ=os.environ) -> str:
+    """Have verl import the reference loss in every process of the job (it reads ``VERL_USE_EXTERNAL_MODULES`` when
+    it is imported), so the actor workers know ``policy_loss.loss_mode=pc_reference``; other modules named there,
+    in the config or the environment, are kept. Returns the value set."""
+    key = "ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES"
+    given = OmegaConf.select(config, key, default=None) or environ.get("VERL_USE_EXTERNAL_MODULES", "")
+    modules = [name for name in str(given).split(",") if name]
+    if reference_loss.MODULE not in modules:
+        modules.append(reference_loss.MODULE)
+    OmegaConf.update(config, key, ",".join(modules), force_add=True)
+    return ",".join(modules)
+
+
 @hydra.main(config_path="config", config_name="pc_trainer", version_base=None)
 def main(config):
     auto_set_device(config)
     _report_and_exit_on_problems(config, fetch_model=True)  # fail here, before Ray and the workers start
     forward_driver_env(config)
+    register_external_modules(config)
     run_ppo(config, task_runner_class=PCTaskRunner)
 
 

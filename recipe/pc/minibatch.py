@@ -1,16 +1,11 @@
 """The reference's PPO mini-batch arithmetic on verl 0.9.1: a step ending in a partial mini-batch.
 
-The reference's verl 0.5 cut each rank's rows into mini-batches of ``ppo_mini_batch_size x rollout.n``
-rows and ran the remainder as one last, partial mini-batch whose loss was scaled by its share of rows
-(before gradient clipping). verl 0.9.1 asserts whole mini-batches (``make_iterator``) and normalises a
-token-mean loss by each mini-batch's own token count, which would give the remainder full weight.
-
-Without forking verl: each rank's remainder is padded up to a whole mini-batch with copies of its rows
-whose ``response_mask`` is 0 (``loss_mask`` is built from it, so they add no loss tokens, no gradient and
-nothing to the entropy or KL terms), and the remainder's real rows get their advantages scaled by its
-share of rows. The clipped PPO objective, dual clip included, is positively homogeneous in the
-advantage, so that scales the mini-batch's gradient, as the reference did. It stays one
-``update_actor`` call: verl steps the LR scheduler once per call.
+The authors' verl 0.5 cut each rank's rows into mini-batches of ``ppo_mini_batch_size x rollout.n`` rows and ran
+the remainder as one last, partial mini-batch whose loss counted by its share of rows (before gradient clipping).
+verl 0.9.1 asserts whole mini-batches (``make_iterator``). Without forking it, each rank's remainder is padded up to
+a whole mini-batch with copies whose ``response_mask`` is 0, and the reference loss (``recipe.pc.reference_loss``)
+weights each micro-batch by its real rows against a whole mini-batch's, which gives the remainder its share. It
+stays one ``update_actor`` call: verl steps the LR scheduler once per call.
 """
 
 from __future__ import annotations
@@ -57,32 +52,24 @@ def mini_batch_plan(settings: PCSettings, dp_size: int, ppo_mini_batch_size: int
     return MiniBatchPlan(per_rank, mini_per_rank, per_rank // mini_per_rank, per_rank % mini_per_rank)
 
 
-def pad_partial_mini_batch(batch: DataProto, plan: MiniBatchPlan, dp_size: int, rng: np.random.Generator) -> DataProto:
-    """A copy of ``batch`` in which each rank's partial mini-batch is padded to a whole one and weighted.
+def pad_partial_mini_batch(batch: DataProto, plan: MiniBatchPlan, dp_size: int) -> DataProto:
+    """A copy of ``batch`` in which each rank's partial mini-batch is padded up to a whole one.
 
-    verl hands rank r the r-th contiguous chunk and, without shuffling, cuts it into mini-batches in order,
-    so rank r's remainder is the tail of its chunk; the padding rows are appended right after it. Each
-    rank's rows are first permuted with ``rng``: verl's ``_balance_batch`` sorts a rank's rows by length
-    with the shortest at both ends, so the unpermuted tail, the down-weighted mini-batch, would always be
-    the shortest responses. Rows stay on their rank, so the balance across ranks is kept.
+    verl hands rank r the r-th contiguous chunk and, without shuffling, cuts it into mini-batches in order, so rank
+    r's remainder is the tail of its chunk (in batch order under ``algorithm.row_order=reference``); the padding rows
+    go right after it. They are copies of the tail (real sequence lengths for the forward) whose ``response_mask``
+    is 0: no loss tokens, no gradient, and the reference loss does not count them as rows.
     """
     if not plan.partial_rows:
         return batch
     per_rank, tail = plan.rows_per_rank, plan.partial_rows
-    index, is_pad, in_partial = [], [], []
+    index, is_pad = [], []
     for rank in range(dp_size):
-        start = rank * per_rank
-        own = start + rng.permutation(per_rank)
-        pad = np.resize(own[-tail:], plan.padding_rows)  # copies keep real sequence lengths for the forward
-        index.append(np.concatenate([own, pad]))
+        own = rank * per_rank + np.arange(per_rank)
+        index.append(np.concatenate([own, np.resize(own[-tail:], plan.padding_rows)]))
         is_pad.append(np.r_[np.zeros(per_rank, bool), np.ones(plan.padding_rows, bool)])
-        in_partial.append(
-            np.r_[np.zeros(per_rank - tail, bool), np.ones(tail, bool), np.zeros(plan.padding_rows, bool)]
-        )
     padded = batch.select_idxs(np.concatenate(index))
     is_pad = torch.from_numpy(np.concatenate(is_pad))
-    in_partial = torch.from_numpy(np.concatenate(in_partial))
     padded.batch["response_mask"][is_pad] = 0
     padded.batch["advantages"][is_pad] = 0.0
-    padded.batch["advantages"][in_partial] *= plan.partial_weight
     return padded

@@ -1,36 +1,79 @@
 """What an allocator is, seen from the trainer's round loop, and the registry that picks one.
 
-The trainer (``RayPCTrainer``) owns the loop: it turns each dataloader batch into prompts, asks the
-allocator which requests to generate, runs them in ONE generation call with rewards, hands the rows
-back, and trains once enough groups are ready. The allocator decides what is generated and what is
-trained on, and owns whatever state that takes (a buffer, eviction marks), for checkpoints too.
-Allocators are plain Python and numpy over DataProto rows: no Ray, no GPU.
+A round goes: the trainer hands the allocator the dataloader's new prompts and a view of the step (``StepView``);
+``plan`` answers with a ``RoundPlan``, named requests of rollouts plus a context only the allocator reads; the trainer
+generates every request in ONE call with rewards and hands the rows back by name to ``absorb``, which returns a
+``RoundResult``: the training rows the round adds (whole groups sharing a ``uid``), the prompts they belong to, the
+statistics of every group it classified and its counts. Only the trainer folds results into its step state; the
+stages (skipping) read the result. An allocator owns whatever state its decisions take (a buffer, eviction marks),
+reports its own metrics once a step, and encodes its state for checkpoints under its own key.
+
+Allocators are plain Python and numpy over DataProto rows: no Ray, no GPU. A new allocator is one module with a
+``@register``-ed subclass; its class methods answer the settings questions that depend on it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 from verl import DataProto
 
+from recipe.pc.allocation import GroupStats, PilotVerdict
 from recipe.pc.compact import Segment
-from recipe.pc.metrics import StepTally
-from recipe.pc.replay_buffer import BufferCounters
 from recipe.pc.settings import PCConfigError, PCSettings
 
-# Request kinds: "pilot" rows are counted as exploration and tagged as pilots; the others are trained.
+# Request kinds: "pilot" rows count as exploration and are tagged as pilots; "commit" and "group" rows may train.
 PILOT, COMMIT, GROUP = "pilot", "commit", "group"
 
 
 @dataclass(frozen=True)
 class Request:
-    """``n`` rollouts for each row of ``prompts``; ``kind`` labels them in the counters and the dump."""
+    """``n`` rollouts for each row of ``prompts``; ``absorb`` gets them back under ``name``."""
 
+    name: str
     prompts: DataProto
     n: int
     kind: str
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    requests: tuple[Request, ...]
+    context: object = None  # the allocator's own, handed back to absorb untouched
+
+
+@dataclass(frozen=True)
+class StepView:
+    """The step so far, as an allocator may see it: which step, how many prompts it still needs, which it has."""
+
+    step: int
+    needed: int
+    committed_ids: frozenset
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One classified set of groups (a pilot, a screen, a round of baseline groups) and its metric values."""
+
+    verdict: PilotVerdict
+    values: np.ndarray
+
+
+@dataclass
+class RoundResult:
+    segments: list[Segment] = field(default_factory=list)  # training rows this round adds, whole groups
+    committed_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # their prompts
+    verdicts: list[Verdict] = field(default_factory=list)
+    screened_out: int = 0  # prompts whose screening pilot all agreed: no rest of the pilot
+    downsampled_rollouts: int = 0  # generated for a trained group but left out of it
+    commit_ages: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # steps since the pilot
+
+    @property
+    def group_stats(self) -> list[GroupStats]:
+        """Every rolled-out group the allocator classified this round, in order."""
+        return [v.verdict.stats for v in self.verdicts]
 
 
 class Allocator:
@@ -38,26 +81,45 @@ class Allocator:
 
     name: ClassVar[str] = ""
     filter_timer: ClassVar[str] = "group_filter"  # the marked_timer name of ``absorb``
+    # Settings keys read from another key for this allocator (DAPO's filter reads algorithm.filter_groups.*).
+    config_keys: ClassVar[dict[str, str]] = {}
+    # Whether a partial batch and its round count survive an epoch end even with carry_over_epoch=false.
+    keeps_partial_batch_at_epoch_end: ClassVar[bool] = False
 
+    # ------------------------------------------------------------------ settings hooks
+    @classmethod
+    def group_size(cls, pc: PCSettings) -> int:
+        """Rows a trained prompt's group has."""
+        return pc.n_commit
+
+    @classmethod
+    def idle_rounds(cls, pc: PCSettings) -> int:
+        """Rounds a step may start with that train nothing (a pilot-only round when nothing is buffered)."""
+        return 0
+
+    @classmethod
+    def check_settings(cls, pc: PCSettings) -> None:
+        """Refuse settings this allocator cannot run; the message names the key."""
+        if pc.pilot.screen_n is not None:
+            raise PCConfigError(
+                f"algorithm.exploration.screen_n={pc.pilot.screen_n} screens pilots, which only "
+                f"algorithm.rollout_allocation=pilot_commit runs (not {cls.name!r}); set it to null"
+            )
+
+    # ------------------------------------------------------------------ a round
     def __init__(self, pc: PCSettings, rng: np.random.Generator):
         self.pc = pc
         self.rng = rng
-        self._counters = BufferCounters()  # stays zero for allocators without a buffer
 
-    @property
-    def counters(self) -> BufferCounters:
-        """The buffer counters reported each step (reset by the trainer after logging)."""
-        return self._counters
-
-    def plan(self, prompts: DataProto, tally: StepTally, step: int) -> list[Request]:
+    def plan(self, prompts: DataProto, view: StepView) -> RoundPlan:
         """The requests of this round; ``prompts`` are the dataloader's new prompts (with ``uid``)."""
         raise NotImplementedError
 
-    def absorb(self, generated: list[DataProto], tally: StepTally, step: int) -> list[Segment] | None:
-        """Take back the rows of ``plan``'s requests (same order, rewards attached); return the training
-        rows this round adds, whole groups sharing a ``uid``, or None."""
+    def absorb(self, plan: RoundPlan, generated: dict[str, DataProto], view: StepView) -> RoundResult:
+        """Take back the rows of ``plan``'s requests by name (rewards attached)."""
         raise NotImplementedError
 
+    # ------------------------------------------------------------------ step, epoch and run ends
     def is_last_step(self, global_steps: int, sampling_rounds: int, total_training_steps: int) -> bool:
         return global_steps >= total_training_steps
 
@@ -66,7 +128,7 @@ class Allocator:
         return 0
 
     def end_step(self, step: int) -> dict:
-        """After the step's batch is assembled: drop what went stale; metrics that override the step's."""
+        """After the step's batch is assembled: drop what went stale; this step's metrics of the allocator."""
         return {}
 
     def end_epoch(self, dataset) -> int:
@@ -77,12 +139,13 @@ class Allocator:
         """Forget everything waiting (``carry_over_epoch=false``); how many entries were dropped."""
         return 0
 
+    # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
-        """Plain data merged into the checkpoint's top level (keys other than the trainer's)."""
+        """Plain data; saved under the checkpoint's ``allocator`` key."""
         return {}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore from the whole checkpoint state (read the keys ``state_dict`` wrote)."""
+        """Restore what ``state_dict`` wrote."""
 
     def summary(self) -> str:
         return ""
@@ -99,9 +162,7 @@ def register(cls: type[Allocator]) -> type[Allocator]:
 
 
 def make_allocator(pc: PCSettings, rng: np.random.Generator) -> Allocator:
-    if pc.method not in ALLOCATORS:
-        raise PCConfigError(f"algorithm.rollout_allocation={pc.method!r}; choose one of {sorted(ALLOCATORS)}")
-    return ALLOCATORS[pc.method](pc, rng)
+    return pc.allocator(pc, rng)
 
 
 def metric_values(rows: DataProto, name: str) -> np.ndarray:

@@ -1,46 +1,69 @@
 """GRPO: every round generates ``rollout.n`` rollouts for each new prompt and trains every group.
 
-With ``data.gen_batch_size == data.train_batch_size`` (the settings check enforces it) one round
-fills one step. Groups whose rollouts all agree are still trained; they are reported as too correct
-or too incorrect, as DAPO would have filtered them.
+With ``data.gen_batch_size == data.train_batch_size`` (its settings check enforces it) one round fills one step.
+Groups whose rollouts all agree are still trained; they are reported as too correct or too incorrect, as DAPO would
+have filtered them.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import numpy as np
 from verl import DataProto
 
 from recipe.pc.allocation import PilotVerdict, classify_by_spread, group_rows
-from recipe.pc.allocators.base import GROUP, Allocator, Request, metric_values, register
+from recipe.pc.allocators.base import (
+    GROUP,
+    Allocator,
+    Request,
+    RoundPlan,
+    RoundResult,
+    StepView,
+    Verdict,
+    metric_values,
+    register,
+)
 from recipe.pc.compact import Segment
-from recipe.pc.metrics import StepTally
+from recipe.pc.settings import PCConfigError, PCSettings
 from recipe.pc.stages.downsample import downsample_rows
 
 
 @register
 class GRPOAllocator(Allocator):
     name = "grpo"
+    one_round_a_step: ClassVar[bool] = True  # every group of a round trains, so a round must be a whole step
 
-    def plan(self, prompts: DataProto, tally: StepTally, step: int) -> list[Request]:
-        return [Request(prompts, self.pc.n_generated, GROUP)]
+    @classmethod
+    def check_settings(cls, pc: PCSettings) -> None:
+        super().check_settings(pc)
+        if cls.one_round_a_step and pc.gen_batch_size != pc.train_batch_size:
+            raise PCConfigError(
+                f"GRPO trains every prompt of its one round: set data.gen_batch_size={pc.gen_batch_size} "
+                f"equal to data.train_batch_size={pc.train_batch_size}"
+            )
 
-    def absorb(self, generated: list[DataProto], tally: StepTally, step: int) -> list[Segment] | None:
-        (rows,) = generated
+    def plan(self, prompts: DataProto, view: StepView) -> RoundPlan:
+        return RoundPlan((Request(GROUP, prompts, self.pc.n_generated, GROUP),))
+
+    def absorb(self, plan: RoundPlan, generated: dict[str, DataProto], view: StepView) -> RoundResult:
+        rows = generated[GROUP]
         values = metric_values(rows, self.pc.agg_metric)
         verdict = self.verdict(rows.non_tensor_batch["index"], values)
-        tally.add_verdict(verdict, values)
-        needed = self.pc.train_batch_size - tally.committed_prompts
-        fresh = ~np.isin(verdict.stats.prompt_ids, list(tally.committed_ids))
-        kept = np.flatnonzero(verdict.passed & fresh)[:needed]
+        result = RoundResult(verdicts=[Verdict(verdict, values)])
+        fresh = ~np.isin(verdict.stats.prompt_ids, list(view.committed_ids))
+        kept = np.flatnonzero(verdict.passed & fresh)[: view.needed]
         if kept.size == 0:
-            return None
-        tally.committed_prompts += int(kept.size)
-        tally.committed_ids.update(verdict.stats.prompt_ids[kept].tolist())
+            return result
+        result.committed_ids = verdict.stats.prompt_ids[kept]
         first_rows = verdict.stats.first_row[kept]
-        if self.pc.downsample_n is None:
-            return [Segment(rows.select_idxs(group_rows(first_rows, self.pc.n_commit)))]
-        tally.downsampled_rollouts += int(kept.size) * (self.pc.downsample_n - self.pc.n_commit)
-        return [Segment(rows, downsample_rows(values, first_rows, self.pc.downsample_n, self.pc.n_commit, self.rng))]
+        n, m = self.pc.n_generated, self.pc.n_commit
+        if self.pc.downsample.n is None:
+            result.segments = [Segment(rows.select_idxs(group_rows(first_rows, m)))]
+        else:
+            result.downsampled_rollouts = int(kept.size) * (n - m)
+            result.segments = [Segment(rows, downsample_rows(values, first_rows, n, m, self.rng))]
+        return result
 
     def verdict(self, prompt_ids: np.ndarray, values: np.ndarray) -> PilotVerdict:
         """Which groups train: all of them; the zero-spread ones are still reported."""

@@ -28,11 +28,27 @@ from recipe.pc.allocation import (
     group_stats,
     subset_stats,
 )
-from recipe.pc.allocators.base import COMMIT, PILOT, Allocator, Request, concat_rows, metric_values, register
+from recipe.pc import metric_names as m
+from recipe.pc.allocators.base import (
+    COMMIT,
+    PILOT,
+    Allocator,
+    Request,
+    RoundPlan,
+    RoundResult,
+    StepView,
+    Verdict,
+    concat_rows,
+    metric_values,
+    register,
+)
 from recipe.pc.compact import CompactRows, Segment
-from recipe.pc.metrics import StepTally
-from recipe.pc.replay_buffer import BufferCounters, Draw, PilotReplayBuffer
+from recipe.pc.replay_buffer import Draw, PilotReplayBuffer
+from recipe.pc.settings import PCSettings
 from recipe.pc.stages.downsample import downsample_rows
+
+# Request names: a round's new pilots, the rest of last round's screened pilots, and the commits.
+NEW_PILOTS, SCREEN_REST = "pilot", "screen_rest"
 
 
 @dataclass
@@ -64,144 +80,160 @@ class ScreenedPilots:
     rows: DataProto
 
 
+@dataclass(frozen=True)
+class RoundContext:
+    """What ``plan`` took out of the buffer and which screens it completes, for ``absorb``."""
+
+    prompts: DataProto
+    draws: list[Draw]
+    reused: list[Segment]
+    continuing: ScreenedPilots | None
+
+
 @register
 class PilotCommitAllocator(Allocator):
     name = "pilot_commit"
     filter_timer = "pilot_filter"
 
+    @classmethod
+    def group_size(cls, pc: PCSettings) -> int:
+        return pc.pilot.n_effective + pc.n_commit
+
+    @classmethod
+    def idle_rounds(cls, pc: PCSettings) -> int:
+        # A step's first round commits nothing when the buffer is empty (two with screening).
+        return 1 if pc.pilot.screen_n is None else 2
+
+    @classmethod
+    def check_settings(cls, pc: PCSettings) -> None:
+        """Screening pilots is this allocator's: nothing to refuse beyond each group's own ranges."""
+
     def __init__(self, pc, rng):
         super().__init__(pc, rng)
         self.buffer = PilotReplayBuffer(
-            capacity=pc.buffer_size,
-            prompt_strategy=pc.prompt_strategy,
-            response_strategy=pc.response_strategy,
+            capacity=pc.buffer.size,
+            prompt_strategy=pc.buffer.prompt_strategy,
+            response_strategy=pc.buffer.response_strategy,
             rng=rng,
-            tie_order=pc.buffer_tie_order,
+            tie_order=pc.buffer.tie_order,
         )
         self.evict_next_epoch: set[int] = set()
-        self._round: tuple | None = None  # what plan() asked for, read back by absorb()
         self.screened: ScreenedPilots | None = None  # screens that disagreed, completed next round
 
-    @property
-    def counters(self) -> BufferCounters:
-        return self.buffer.counters
-
     # ------------------------------------------------------------------ a round
-    def plan(self, prompts: DataProto, tally: StepTally, step: int) -> list[Request]:
-        needed = self.pc.train_batch_size - tally.committed_prompts
-        draws = self.buffer.sample(commit_size(needed, len(self.buffer)), self.pc.n_pilot_effective)
+    def plan(self, prompts: DataProto, view: StepView) -> RoundPlan:
+        draws = self.buffer.sample(commit_size(view.needed, len(self.buffer)), self.pc.pilot.n_effective)
         commit_prompts, reused = self._take_from_buffer(draws)
-        # Marked before this round's pilot is absorbed: a prompt committed now is not queued again this step.
-        tally.committed_ids.update(d.entry.prompt_id for d in draws)
         continuing, self.screened = self.screened, None
-        self._round = (prompts, draws, reused, continuing)
-        requests = [Request(prompts, self.pc.screen_n or self.pc.n_pilot, PILOT)]
+        pilot = self.pc.pilot
+        requests = [Request(NEW_PILOTS, prompts, pilot.screen_n or pilot.n, PILOT)]
         if continuing is not None:
-            requests.append(Request(continuing.prompts, self.pc.n_pilot - self.pc.screen_n, PILOT))
+            requests.append(Request(SCREEN_REST, continuing.prompts, pilot.n - pilot.screen_n, PILOT))
         if commit_prompts is not None:
-            requests.append(Request(commit_prompts, self.pc.n_generated, COMMIT))
-        return requests
+            requests.append(Request(COMMIT, commit_prompts, self.pc.n_generated, COMMIT))
+        return RoundPlan(tuple(requests), RoundContext(prompts, draws, reused, continuing))
 
-    def absorb(self, generated: list[DataProto], tally: StepTally, step: int) -> list[Segment] | None:
-        prompts, draws, reused, continuing = self._round
-        self._round = None
-        if self.pc.screen_n is None:
-            self._absorb_pilot(generated[0], prompts, tally, step)
+    def absorb(self, plan: RoundPlan, generated: dict[str, DataProto], view: StepView) -> RoundResult:
+        ctx: RoundContext = plan.context
+        result = RoundResult()
+        # A prompt committed this round is not queued again by its own step's pilots.
+        taken = view.committed_ids | {d.entry.prompt_id for d in ctx.draws}
+        if self.pc.pilot.screen_n is None:
+            self._absorb_pilot(generated[NEW_PILOTS], ctx.prompts, result, view.step, taken)
         else:
-            self._absorb_screen(generated[0], prompts, tally)
-        if continuing is not None:
-            self._absorb_pilot(self._complete_pilot(continuing, generated[1]), continuing.prompts, tally, step)
-        if not draws:
-            return None
-        tally.committed_prompts += len(draws)
-        tally.commit_ages.append(np.array([step - d.entry.inserted_step for d in draws]))
-        commit_rows = generated[-1]
-        if self.pc.downsample_n is not None:
-            n, m = self.pc.downsample_n, self.pc.n_commit
+            self._absorb_screen(generated[NEW_PILOTS], ctx.prompts, result)
+        if ctx.continuing is not None:
+            rows = self._complete_pilot(ctx.continuing, generated[SCREEN_REST])
+            self._absorb_pilot(rows, ctx.continuing.prompts, result, view.step, taken)
+        if not ctx.draws:
+            return result
+        result.committed_ids = np.array([d.entry.prompt_id for d in ctx.draws], dtype=np.int64)
+        result.commit_ages = np.array([view.step - d.entry.inserted_step for d in ctx.draws], dtype=np.int64)
+        commit_rows = generated[COMMIT]
+        if self.pc.downsample.n is not None:
+            n, keep_n = self.pc.downsample.n, self.pc.n_commit
             values = metric_values(commit_rows, self.pc.agg_metric)
-            keep = downsample_rows(values, np.arange(len(draws)) * n, n, m, self.rng)
-            tally.downsampled_rollouts += len(draws) * (n - m)
+            keep = downsample_rows(values, np.arange(len(ctx.draws)) * n, n, keep_n, self.rng)
+            result.downsampled_rollouts = len(ctx.draws) * (n - keep_n)
             commit_rows = commit_rows.select_idxs(keep)
-        return self._round_contribution(reused, commit_rows)
-
-    @staticmethod
-    def _round_contribution(reused: list[Segment], commit_rows: DataProto) -> list[Segment]:
-        """A round's training rows, in batch order: reused pilot rollouts, then the commit rollouts."""
-        return [*reused, Segment(commit_rows)]
+        # In batch order: the reused pilot rollouts, then the commit rollouts (the authors' concatenation).
+        result.segments = [*ctx.reused, Segment(commit_rows)]
+        return result
 
     def _take_from_buffer(self, draws: list[Draw]) -> tuple[DataProto | None, list[Segment]]:
-        """Prompt rows of the drawn prompts, and where their reused pilot rollouts lie (one segment per pilot
-        round); the rollouts themselves are only copied once, into the step's training batch."""
+        """Prompt rows of the drawn prompts, in draw order, and where their reused pilot rollouts lie (a segment per
+        run of draws from one pilot round); the rollouts themselves are only copied once, into the step's batch."""
         if not draws:
             return None, []
-        by_round: dict[int, tuple[PilotRound, list[Draw]]] = {}
+        runs: list[tuple[PilotRound, list[Draw]]] = []
         for draw in draws:
-            ref: PilotRef = draw.entry.payload
-            by_round.setdefault(id(ref.round), (ref.round, []))[1].append(draw)
+            pilot_round = draw.entry.payload.round
+            if runs and runs[-1][0] is pilot_round:
+                runs[-1][1].append(draw)
+            else:
+                runs.append((pilot_round, [draw]))
         prompt_parts, reused = [], []
-        for pilot_round, round_draws in by_round.values():
-            positions = np.array([d.entry.payload.position for d in round_draws])
-            rows = np.concatenate(
-                [d.entry.payload.position * pilot_round.n_pilot + d.response_index for d in round_draws]
-            )
+        for pilot_round, run in runs:
+            positions = np.array([d.entry.payload.position for d in run])
+            rows = np.concatenate([d.entry.payload.position * pilot_round.n_pilot + d.response_index for d in run])
             prompt_parts.append(pilot_round.prompts.select_idxs(positions))
             reused.append(Segment(pilot_round.rollouts, rows))
         return concat_rows(prompt_parts, what="buffered prompt rows"), reused
 
-    def _absorb_pilot(self, pilot_rows: DataProto, prompts: DataProto, tally: StepTally, step: int) -> None:
+    def _absorb_pilot(self, rows: DataProto, prompts: DataProto, result: RoundResult, step: int, taken) -> None:
         """Band-filter the pilot, park passing groups in the buffer, mark solved prompts for eviction."""
-        values = metric_values(pilot_rows, self.pc.agg_metric)
+        pilot = self.pc.pilot
+        values = metric_values(rows, self.pc.agg_metric)
         verdict = classify_pilot(
-            pilot_rows.non_tensor_batch["index"],
+            rows.non_tensor_batch["index"],
             values,
-            p_lower=self.pc.p_lower,
-            p_upper=self.pc.p_upper,
-            evict_threshold=self.pc.evict_threshold,
+            p_lower=pilot.p_lower,
+            p_upper=pilot.p_upper,
+            evict_threshold=pilot.evict_threshold,
         )
-        if verdict.num_prompts != len(prompts) or not (verdict.stats.count == self.pc.n_pilot).all():
+        if verdict.num_prompts != len(prompts) or not (verdict.stats.count == pilot.n).all():
             raise RuntimeError(
                 f"pilot returned {verdict.num_prompts} prompts with rollout counts "
-                f"{np.unique(verdict.stats.count).tolist()}; expected {len(prompts)} x {self.pc.n_pilot}"
+                f"{np.unique(verdict.stats.count).tolist()}; expected {len(prompts)} x {pilot.n}"
             )
-        tally.add_verdict(verdict, values)
+        result.verdicts.append(Verdict(verdict, values))
         self.evict_next_epoch.update(verdict.stats.prompt_ids[verdict.evict].tolist())
-
         # A prompt already in this step's batch (committed before an epoch boundary) is not queued twice.
-        fresh = ~np.isin(verdict.stats.prompt_ids, list(tally.committed_ids))
+        fresh = ~np.isin(verdict.stats.prompt_ids, list(taken))
         passing = np.flatnonzero(verdict.passed & fresh)
-        if passing.size == 0:
-            return
-        self._park_in_buffer(
-            pilot_rows, prompts, verdict.stats.first_row[passing], verdict.stats.prompt_ids[passing], values, step
-        )
+        if passing.size:
+            stats = verdict.stats
+            self._park_in_buffer(rows, prompts, stats.first_row[passing], stats.prompt_ids[passing], values, step)
 
-    def _absorb_screen(self, rows: DataProto, prompts: DataProto, tally: StepTally) -> None:
+    def _absorb_screen(self, rows: DataProto, prompts: DataProto, result: RoundResult) -> None:
         """Drop prompts whose screen all agreed (counted as too correct or too incorrect); keep the others,
         with their screen rollouts, for the rest of their pilot in the next round."""
+        screen_n = self.pc.pilot.screen_n
         values = metric_values(rows, self.pc.agg_metric)
         stats = group_stats(rows.non_tensor_batch["index"], values)
-        if len(stats.prompt_ids) != len(prompts) or not (stats.count == self.pc.screen_n).all():
+        if len(stats.prompt_ids) != len(prompts) or not (stats.count == screen_n).all():
             raise RuntimeError(
                 f"screening pilot returned {len(stats.prompt_ids)} prompts with rollout counts "
-                f"{np.unique(stats.count).tolist()}; expected {len(prompts)} x {self.pc.screen_n}"
+                f"{np.unique(stats.count).tolist()}; expected {len(prompts)} x {screen_n}"
             )
         flat = stats.std == 0
         if flat.any():  # the prompts decided here; the others are counted once their pilot is complete
             out = subset_stats(stats, flat)
             no = np.zeros(int(flat.sum()), dtype=bool)
             verdict = PilotVerdict(out, passed=no, too_correct=out.mean > 0, too_incorrect=out.mean <= 0, evict=no)
-            tally.add_verdict(verdict, values[group_rows(out.first_row, self.pc.screen_n)])
-            tally.screened_out += int(flat.sum())
+            result.verdicts.append(Verdict(verdict, values[group_rows(out.first_row, screen_n)]))
+            result.screened_out += int(flat.sum())
         mixed = stats.first_row[~flat]
         if mixed.size:
             self.screened = ScreenedPilots(
-                prompts=prompts.select_idxs(mixed // self.pc.screen_n),
-                rows=rows.select_idxs(group_rows(mixed, self.pc.screen_n)),
+                prompts=prompts.select_idxs(mixed // screen_n),
+                rows=rows.select_idxs(group_rows(mixed, screen_n)),
             )
 
     def _complete_pilot(self, screened: ScreenedPilots, rest: DataProto) -> DataProto:
         """Each prompt's screen rollouts followed by the rest of its pilot: ``exploration.n`` rows per prompt."""
-        k, s, r = len(screened.prompts), self.pc.screen_n, self.pc.n_pilot - self.pc.screen_n
+        k, s = len(screened.prompts), self.pc.pilot.screen_n
+        r = self.pc.pilot.n - s
         both = concat_rows([screened.rows, rest], what="screen and remaining pilot rollouts")
         prompt = np.arange(k)[:, None]
         order = np.concatenate([prompt * s + np.arange(s), k * s + prompt * r + np.arange(r)], axis=1)
@@ -211,13 +243,14 @@ class PilotCommitAllocator(Allocator):
         self, pilot_rows: DataProto, prompts: DataProto, first_rows: np.ndarray, prompt_ids: np.ndarray, values, step
     ) -> None:
         """Store the passing groups (first pilot row of each given) compactly, one buffer entry per prompt."""
+        n = self.pc.pilot.n
         # Rows are interleaved, so prompt j owns rows [j*n, (j+1)*n) of the pilot and row j of prompts.
-        prompt_pos = first_rows // self.pc.n_pilot
+        prompt_pos = first_rows // n
         kept_prompts = prompts.select_idxs(prompt_pos)
         kept_prompts.meta_info = {}
-        rollouts = CompactRows.from_proto(pilot_rows, self.pc.n_pilot, groups=prompt_pos)
-        pilot_round = PilotRound(prompts=kept_prompts, rollouts=rollouts, n_pilot=self.pc.n_pilot)
-        group_values = values.reshape(-1, self.pc.n_pilot)[prompt_pos]
+        rollouts = CompactRows.from_proto(pilot_rows, n, groups=prompt_pos)
+        pilot_round = PilotRound(prompts=kept_prompts, rollouts=rollouts, n_pilot=n)
+        group_values = values.reshape(-1, n)[prompt_pos]
         for position, prompt_id in enumerate(prompt_ids.tolist()):
             self.buffer.add(prompt_id, PilotRef(pilot_round, position), group_values[position], step)
 
@@ -226,11 +259,18 @@ class PilotCommitAllocator(Allocator):
         return len(self.buffer)
 
     def end_step(self, step: int) -> dict:
-        self.buffer.flush_stale(step, self.pc.buffer_max_off_steps)
-        return {
-            "buffer_stats/local/evict_count": self.buffer.counters.evict,
-            "buffer_stats/local/buffer_size": len(self.buffer),
+        """Flush stale entries; the step's buffer counts (then reset) and the buffer's size after the flush."""
+        self.buffer.flush_stale(step, self.pc.buffer.max_off_steps)
+        counters = self.buffer.counters
+        metrics = {
+            m.BUFFER_ADDED: counters.add,
+            m.BUFFER_POPPED: counters.pop,
+            m.BUFFER_FLUSHED: counters.evict,
+            m.BUFFER_OVERFLOW: counters.overflow,
+            m.BUFFER_SIZE: len(self.buffer),
         }
+        counters.reset()
+        return metrics
 
     def end_epoch(self, dataset) -> int:
         evicted_rows = 0
@@ -259,7 +299,7 @@ class PilotCommitAllocator(Allocator):
         self.buffer.load_state_dict(ckpt.buffer_from_plain(state["buffer"], PilotRound, PilotRef))
         self.evict_next_epoch = set(state["evict_next_epoch"])
         screened = state.get("screened")
-        if screened is not None and self.pc.screen_n is None:
+        if screened is not None and self.pc.pilot.screen_n is None:
             raise ValueError(
                 "the state holds screened pilots waiting for the rest of their rollouts, but "
                 "algorithm.exploration.screen_n is off; resume with the screen_n it was saved with"

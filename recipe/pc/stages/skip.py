@@ -13,23 +13,17 @@ Plain numpy and Python: no Ray, no GPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 import numpy as np
+from verl import DataProto
 
+from recipe.pc import checkpoint as ckpt
+from recipe.pc import metric_names as m
 from recipe.pc.allocation import GroupStats
-
-
-@dataclass(frozen=True)
-class SkipRule:
-    """The ``algorithm.skip.*`` knobs."""
-
-    explore_floor: float = 0.01
-    p_init: float = 0.5
-    p_step: float = 0.01
-    p_min: float = 0.05
-    p_max: float = 0.95
-    target_zero_variance: float = 0.25
+from recipe.pc.allocators.base import RoundResult, concat_rows
+from recipe.pc.settings import SkipSettings
+from recipe.pc.stages.prompt_filter import PromptFilter
 
 
 def skip_probability(streak: np.ndarray, p_easy: float, p_hard: float, floor: float) -> np.ndarray:
@@ -53,7 +47,7 @@ def update_streaks(streaks: dict[int, int], stats: GroupStats) -> tuple[int, int
     return int((flat & (kind > 0)).sum()), int((flat & (kind < 0)).sum())
 
 
-def adapt(p: float, observed_ratio: float, target_ratio: float, rule: SkipRule) -> float:
+def adapt(p: float, observed_ratio: float, target_ratio: float, rule: SkipSettings) -> float:
     """One step of an exploration probability: lower (skip more) when too many such groups were seen."""
     p = p - rule.p_step if observed_ratio > target_ratio else p + rule.p_step
     return float(min(max(p, rule.p_min), rule.p_max))
@@ -69,7 +63,7 @@ def admit(waiting: np.ndarray, kept: np.ndarray) -> np.ndarray:
 class PromptSkipper:
     """The skip history of a run, and the counts of one step; its state goes into the checkpoint."""
 
-    def __init__(self, rule: SkipRule):
+    def __init__(self, rule: SkipSettings):
         self.rule = rule
         self.streaks: dict[int, int] = {}
         self.p_easy = self.p_hard = rule.p_init
@@ -103,11 +97,11 @@ class PromptSkipper:
             self.p_hard = adapt(self.p_hard, hard / groups, 2 * alpha / 3, self.rule)
         self._step_counts[:] = 0
         return {
-            "filtering_stats/skipped_count": skipped,
-            "filtering_stats/skip_total": self.total_skipped,
-            "filtering_stats/skip_p_easy": self.p_easy,
-            "filtering_stats/skip_p_hard": self.p_hard,
-            "filtering_stats/skip_history_prompts": len(self.streaks),
+            m.SKIPPED: skipped,
+            m.SKIP_TOTAL: self.total_skipped,
+            m.SKIP_P_EASY: self.p_easy,
+            m.SKIP_P_HARD: self.p_hard,
+            m.SKIP_HISTORY_PROMPTS: len(self.streaks),
         }
 
     def state_dict(self) -> dict:
@@ -129,3 +123,64 @@ class PromptSkipper:
 
     def summary(self) -> str:
         return f"skip_history={len(self.streaks)} p_easy={self.p_easy:.4f} p_hard={self.p_hard:.4f}"
+
+
+class SkippingFilter(PromptFilter):
+    """GRESO skipping as the trainer's prompt filter: the kept prompts of each dataloader batch wait in a pool and
+    go into rounds of ``data.gen_batch_size``.
+
+    Kept prompts short of a round at an epoch's end wait for the next epoch's: given as a round of their own, they
+    made a step of many small rounds once most prompts were skipped.
+    """
+
+    def __init__(self, rule: SkipSettings, gen_batch_size: int):
+        self.skipper = PromptSkipper(rule)
+        self.gen_batch_size = gen_batch_size
+        self.pool: DataProto | None = None  # kept prompts not yet in a round
+
+    def rounds(self, batches: Iterator[DataProto], rng: np.random.Generator) -> Iterator[DataProto]:
+        for prompts in batches:
+            keep = np.flatnonzero(self.skipper.keep_mask(prompts.non_tensor_batch["index"], rng))
+            if self.pool is not None:
+                keep = keep[admit(self.pool.non_tensor_batch["index"], prompts.non_tensor_batch["index"][keep])]
+            if keep.size:
+                kept = prompts.select_idxs(keep)
+                self.pool = kept if self.pool is None else concat_rows([self.pool, kept], what="kept prompts")
+            # The pool lives here: a checkpoint taken at a yield saves what is left of it.
+            while self.pool is not None and len(self.pool) >= self.gen_batch_size:
+                pool, size = self.pool, self.gen_batch_size
+                self.pool = pool.select_idxs(np.arange(size, len(pool))) if len(pool) > size else None
+                yield pool.select_idxs(np.arange(size))
+
+    def observe(self, result: RoundResult) -> None:
+        self.skipper.observe(result.group_stats)
+
+    def end_step(self, epoch: int) -> dict:
+        return self.skipper.end_step(epoch)
+
+    def end_epoch(self, evicted_ids) -> None:
+        """Kept prompts waiting for a round that the epoch's end just evicted are not generated."""
+        if self.pool is None or not evicted_ids:
+            return
+        waiting = np.flatnonzero(~np.isin(self.pool.non_tensor_batch["index"], list(evicted_ids)))
+        self.pool = self.pool.select_idxs(waiting) if waiting.size else None
+
+    def state_dict(self) -> dict:
+        pool = None if self.pool is None else ckpt.proto_to_plain(self.pool)
+        return {**self.skipper.state_dict(), "pool": pool}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.skipper.load_state_dict(state)
+        self.pool = None if state["pool"] is None else ckpt.proto_from_plain(state["pool"])
+
+    def summary(self) -> str:
+        return self.skipper.summary()
+
+    def exhaustion_hint(self, prompts: int, step: int, epochs: int) -> str:
+        """Why skipping can end a run early: a pass that skips most prompts costs no generation but still counts
+        as an epoch."""
+        return (
+            f"; with algorithm.skip.enable every pass over the {prompts} prompts is an epoch however many it skips: "
+            f"step {step} was unfinished after {epochs} epochs and {self.skipper.skipped_this_step} skipped prompt "
+            "draws; raise trainer.total_epochs"
+        )
