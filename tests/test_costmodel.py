@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from recipe.pc.allocation import classify_pilot
-from recipe.pc.costmodel import (
+from recipe.pc.settings import PCConfigError
+from recipe.pc_tools.costmodel import (
     DAPO,
     GRPO,
     PilotCommit,
@@ -20,7 +21,10 @@ from recipe.pc.costmodel import (
     screened_pilot_probs,
     simulate,
 )
-from recipe.pc.settings import PCConfigError
+
+# The exact numbers below are for steps without a round limit; a configuration's default is the trainer YAML's
+# algorithm.max_num_gen_batches (10), which cuts the tail of a geometric count of rounds.
+UNLIMITED = 0
 
 
 def test_binomial_values_by_hand():
@@ -54,8 +58,8 @@ def test_no_spread_anywhere(rate):
     assert (grpo.rounds_per_step, grpo.rollouts_per_step, grpo.informative_groups_per_step) == (1, 128, 0)
     assert grpo.rollouts_per_informative_group == math.inf
     # Unlimited rounds: never fills.
-    assert predict(p, DAPO(8, 32, 16)).rounds_per_step == math.inf
-    assert predict(p, PilotCommit(4, 4, 32, 16)).rounds_per_step == math.inf
+    assert predict(p, DAPO(8, 32, 16, max_num_gen_batches=UNLIMITED)).rounds_per_step == math.inf
+    assert predict(p, PilotCommit(4, 4, 32, 16, max_num_gen_batches=UNLIMITED)).rounds_per_step == math.inf
     # A round limit cuts every step there, with nothing trained.
     for result in (predict(p, DAPO(8, 32, 16, max_num_gen_batches=5)), simulate(p, DAPO(8, 32, 16, 5), steps=5)):
         assert (result.rounds_per_step, result.rollouts_per_step, result.trained_groups_per_step) == (5, 5 * 256, 0)
@@ -73,17 +77,17 @@ def test_half_pass_rate_exact_numbers():
     assert grpo.informative_groups_per_step == pytest.approx(7)  # 8 x 14/16
     assert grpo.rollouts_per_informative_group == pytest.approx(32 / 7)
     # DAPO n=2, G=4, B=2: a group is kept w.p. 1/2, E[rounds] = sum_r P(Bin(4r, 1/2) < 2) = 1 + 1/15 + 64/225.
-    dapo = predict(p, DAPO(2, 4, 2))
+    dapo = predict(p, DAPO(2, 4, 2, UNLIMITED))
     assert dapo.rounds_per_step == pytest.approx(304 / 225)
     assert dapo.rollouts_per_step == pytest.approx(304 / 225 * 8)
     # PC 2+6, G=1, B=1: a pilot passes w.p. 1/2 and the buffer holds at most one prompt at a step start
     # (b' = the last round's pilot). b=1: one round; b=0: 1 + Geometric(1/2) rounds. So E[rounds] = 2.
     for s in (0, 4):
-        pc = predict(p, PilotCommit(2, 6, 1, 1, buffer_max_off_steps=s))
+        pc = predict(p, PilotCommit(2, 6, 1, 1, buffer_max_off_steps=s, max_num_gen_batches=UNLIMITED))
         assert pc.rounds_per_step == pytest.approx(2)
         assert pc.pilot_rollouts_per_step == pytest.approx(4)
         assert pc.commit_rollouts_per_step == pytest.approx(6)
-    sim = simulate(p, PilotCommit(2, 6, 1, 1), steps=4000, seed=3)
+    sim = simulate(p, PilotCommit(2, 6, 1, 1, max_num_gen_batches=UNLIMITED), steps=4000, seed=3)
     assert sim.rounds_per_step == pytest.approx(2, rel=0.05)
 
 
@@ -130,11 +134,13 @@ def test_screening_and_down_sampling_exact_numbers():
     # B = G = 1 with a pass probability of 1/2 takes 2 rounds a step (test_half_pass_rate_exact_numbers); a round
     # pilots one new prompt with 2 rollouts and completes last round's disagreeing screen (1/2) with 2 more.
     p = np.full(40, 0.5)
-    pc = predict(p, PilotCommit(4, 12, 1, 1, screen_n=2))
+    pc = predict(p, PilotCommit(4, 12, 1, 1, max_num_gen_batches=UNLIMITED, screen_n=2))
     assert pc.rounds_per_step == pytest.approx(2)
     assert pc.pilot_rollouts_per_step == pytest.approx(2 * (2 + 0.5 * 2))
     assert pc.commit_rollouts_per_step == pytest.approx(12)
-    assert predict(p, PilotCommit(4, 12, 1, 1, downsample_n=20)).commit_rollouts_per_step == pytest.approx(20)
+    assert predict(
+        p, PilotCommit(4, 12, 1, 1, max_num_gen_batches=UNLIMITED, downsample_n=20)
+    ).commit_rollouts_per_step == pytest.approx(20)
     # PODS for GRPO: 8 generated, 4 trained; a group has spread iff the 8 had: 1 - 2/2^8.
     grpo = predict(p, GRPO(4, 8, downsample_n=8))
     assert grpo.rollouts_per_step == 64 and grpo.informative_groups_per_step == pytest.approx(8 * (1 - 2 / 256))
@@ -154,8 +160,10 @@ def test_screening_and_down_sampling_exact_numbers():
 def test_prediction_at_a_filter_rate_exact_numbers_and_errors():
     # As in test_half_pass_rate_exact_numbers: PC 2+6, G=1, B=1 at pass probability 1/2 takes 2 rounds a step;
     # DAPO n=2, G=4, B=2 keeping half its groups takes 304/225.
-    assert predict_at_filter_rate(0.5, PilotCommit(2, 6, 1, 1)).rounds_per_step == pytest.approx(2)
-    assert predict_at_filter_rate(0.5, DAPO(2, 4, 2)).rounds_per_step == pytest.approx(304 / 225)
+    assert predict_at_filter_rate(
+        0.5, PilotCommit(2, 6, 1, 1, max_num_gen_batches=UNLIMITED)
+    ).rounds_per_step == pytest.approx(2)
+    assert predict_at_filter_rate(0.5, DAPO(2, 4, 2, UNLIMITED)).rounds_per_step == pytest.approx(304 / 225)
     with pytest.raises(TypeError, match="filters nothing"):
         predict_at_filter_rate(0.5, GRPO(4, 8))
     with pytest.raises(ValueError, match="filter pass rate 1.5"):
@@ -232,8 +240,8 @@ HALF_UNSOLVED = np.r_[np.zeros(300), np.full(300, 0.5)]
 
 
 def test_skipping_loader_pools_kept_prompts_into_rounds_like_the_trainer():
-    from recipe.pc.costmodel import _Loader, _SkippingLoader
     from recipe.pc.stages.skip import PromptSkipper, SkipRule
+    from recipe.pc_tools.costmodel import _Loader, _SkippingLoader
 
     skipper = PromptSkipper(SkipRule(explore_floor=0.0))
     skipper.streaks = {i: -60 for i in range(30)}  # ids 0..29: long all-wrong streaks, kept with chance 0.5 ** 60
@@ -255,8 +263,8 @@ def test_skipping_loader_pools_kept_prompts_into_rounds_like_the_trainer():
 
 
 def test_a_prompt_waiting_for_a_round_is_not_pooled_twice():
-    from recipe.pc.costmodel import _Loader, _SkippingLoader
     from recipe.pc.stages.skip import PromptSkipper, SkipRule
+    from recipe.pc_tools.costmodel import _Loader, _SkippingLoader
 
     skipper = PromptSkipper(SkipRule(explore_floor=0.0))
     skipper.streaks = {i: -60 for i in range(15)}  # 5 of 20 prompts kept: one waits at each epoch's end
@@ -266,8 +274,8 @@ def test_a_prompt_waiting_for_a_round_is_not_pooled_twice():
 
 
 def test_skipping_loader_gives_up_when_no_round_can_fill():
-    from recipe.pc.costmodel import _Loader, _SkippingLoader
     from recipe.pc.stages.skip import PromptSkipper, SkipRule
+    from recipe.pc_tools.costmodel import _Loader, _SkippingLoader
 
     skipper = PromptSkipper(SkipRule(explore_floor=0.0))
     skipper.streaks = {i: -60 for i in range(18)}  # only 2 of 20 prompts can be kept: never a round of 4
@@ -339,7 +347,7 @@ class _RecordingSkipper:
     ids=["grpo", "grpo pods", "pc", "pc screen"],
 )
 def test_the_skip_history_gets_the_groups_the_trainer_reports_and_its_epoch(monkeypatch, config, sizes):
-    import recipe.pc.costmodel as costmodel
+    import recipe.pc_tools.costmodel as costmodel
     from recipe.pc.stages.skip import SkipRule
 
     _RecordingSkipper.log = []
@@ -373,3 +381,14 @@ def test_each_simulated_run_draws_its_own_prompts():
     # its own 32 prompts: one shared draw would give its own share for every run.
     pooled = simulate(np.array([0.0, 0.5]), GRPO(16, 32), steps=1, warmup=0, runs=400, prompts=32)
     assert pooled.informative_groups_per_step == pytest.approx(16, abs=0.5)
+
+
+def test_configuration_defaults_are_the_trainer_yamls():
+    from recipe.pc.settings import yaml_defaults
+
+    algorithm = yaml_defaults().algorithm
+    pc, dapo = PilotCommit(4, 12, 96, 32), DAPO(16, 96, 32)
+    assert (pc.p_lower, pc.p_upper) == (algorithm.diversity_threshold_lower, algorithm.diversity_threshold_upper)
+    assert pc.buffer_max_off_steps == algorithm.buffer_max_off_steps
+    assert pc.max_num_gen_batches == algorithm.max_num_gen_batches  # was unlimited, against the YAML's 10
+    assert dapo.max_num_gen_batches == algorithm.filter_groups.max_num_gen_batches  # DAPO's own key

@@ -1,4 +1,5 @@
-"""python -m recipe.pc.plan on a tiny committed dump, and its errors on dumps it cannot use."""
+"""recipe.pc_tools.plan (``python -m recipe.pc.plan``) on a tiny committed dump, its commands and the old command
+lines without one, and its errors on dumps it cannot use."""
 
 import json
 import os
@@ -9,8 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from recipe.pc import plan
-from recipe.pc.costmodel import PilotCommit, predict
+from recipe.pc_tools import plan
+from recipe.pc_tools.costmodel import GRPO, PilotCommit, predict, predict_at_filter_rate, simulate
+from recipe.pc_tools.dumps import DumpError, parse_steps, pass_rates, read_dump, read_pass_counts, step_files
+from recipe.pc_tools.predictions import CRITERION_CAVEAT, default_splits, recommend
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -36,13 +39,13 @@ def test_command_runs_on_the_fixture():
     for label in ("GRPO n=16", "DAPO n=16 G=8", "PC 2+14 G=8", "PC 4+12 G=8", "PC 8+8 G=8"):
         assert f"| {label} | 16 |" in out
     assert "recommended: " in out
-    assert plan.CRITERION_CAVEAT in out  # the measured limit of the criterion goes with every recommendation
+    assert CRITERION_CAVEAT in out  # the measured limit of the criterion goes with every recommendation
 
 
 def test_pass_rates_per_prompt_and_window():
-    files = plan.step_files(FIXTURE, plan.parse_steps("2:3"))
+    files = step_files(FIXTURE, parse_steps("2:3"))
     assert [s for s, _ in files] == [2, 3]
-    ids, seen, wins = plan.read_pass_counts(files, "acc")
+    ids, seen, wins = read_pass_counts(files, "acc")
     expected = {}
     for step in (2, 3):
         for row in rows_of(step):
@@ -52,27 +55,27 @@ def test_pass_rates_per_prompt_and_window():
     assert seen.tolist() == [expected[i][0] for i in ids]
     assert wins.tolist() == [expected[i][1] for i in ids]
     # Beta(1, 1) prior: (s + 1) / (k + 2).
-    np.testing.assert_allclose(plan.pass_rates(seen, wins, (1.0, 1.0)), (wins + 1) / (seen + 2))
-    assert plan.parse_steps("3") == (3, 3) and plan.parse_steps(":2") == (None, 2)
+    np.testing.assert_allclose(pass_rates(seen, wins, (1.0, 1.0)), (wins + 1) / (seen + 2))
+    assert parse_steps("3") == (3, 3) and parse_steps(":2") == (None, 2)
 
 
 def test_score_metric_counts_positive_scores():
-    ids, seen, wins = plan.read_pass_counts(plan.step_files(FIXTURE, (1, 1)), "score")
-    by_acc = plan.read_pass_counts(plan.step_files(FIXTURE, (1, 1)), "acc")[2]
+    ids, seen, wins = read_pass_counts(step_files(FIXTURE, (1, 1)), "score")
+    by_acc = read_pass_counts(step_files(FIXTURE, (1, 1)), "acc")[2]
     np.testing.assert_array_equal(wins, by_acc)  # the fixture scores +1 when correct, -1 when not
 
 
 def test_recommendation_is_fewest_rollouts_per_informative_group():
     rates = np.full(500, 0.3)
-    predictions = [plan.predict(rates, c) for c in (plan.GRPO(16, 32), plan.PilotCommit(4, 12, 96, 32))]
-    best = plan.recommend(predictions)
+    predictions = [predict(rates, c) for c in (GRPO(16, 32), PilotCommit(4, 12, 96, 32))]
+    best = recommend(predictions)
     assert best.rollouts_per_informative_group == min(p.rollouts_per_informative_group for p in predictions)
-    assert plan.recommend([plan.predict(np.zeros(10), plan.GRPO(4, 8))]) is None
+    assert recommend([predict(np.zeros(10), GRPO(4, 8))]) is None
 
 
 def test_default_grid_keeps_the_group_size():
-    assert plan.default_splits(16) == [(2, 14), (4, 12), (8, 8)]
-    assert plan.default_splits(64) == [(2, 62), (4, 60), (8, 56), (16, 48), (32, 32)]
+    assert default_splits(16) == [(2, 14), (4, 12), (8, 8)]
+    assert default_splits(64) == [(2, 62), (4, 60), (8, 56), (16, 48), (32, 32)]
 
 
 def write_dump(tmp_path, drop_key):
@@ -111,7 +114,7 @@ def test_other_bad_inputs(tmp_path, capsys):
 
 def test_train_prompts_notes_the_pc_splits_that_would_pass_over_the_set_more_than_twice(capsys):
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12,8+8"]
-    rates = plan.pass_rates(*plan.read_pass_counts(plan.step_files(FIXTURE, (None, None)), "acc")[1:], (0.0, 0.0))
+    rates = pass_rates(*read_pass_counts(step_files(FIXTURE, (None, None)), "acc")[1:], (0.0, 0.0))
     rounds = {
         f"PC {p}+{c} G=8": predict(rates, PilotCommit(p, c, 8, 4, max_num_gen_batches=10)).rounds_per_step
         for p, c in ((4, 12), (8, 8))
@@ -140,13 +143,13 @@ def test_gzipped_dumps_read_the_same(tmp_path):
         with open(os.path.join(FIXTURE, f"{step}.jsonl"), "rb") as src:
             with gzip.open(tmp_path / f"{step}.jsonl.gz", "wb") as dst:
                 dst.write(src.read())
-    plain = plan.read_pass_counts(plan.step_files(FIXTURE, (None, None)), "acc")
-    packed = plan.read_pass_counts(plan.step_files(str(tmp_path), (None, None)), "acc")
+    plain = read_pass_counts(step_files(FIXTURE, (None, None)), "acc")
+    packed = read_pass_counts(step_files(str(tmp_path), (None, None)), "acc")
     for a, b in zip(plain, packed, strict=True):
         np.testing.assert_array_equal(a, b)
     shutil.copy(os.path.join(FIXTURE, "2.jsonl"), tmp_path / "2.jsonl")
-    with pytest.raises(plan.DumpError, match="both <step>.jsonl and <step>.jsonl.gz"):
-        plan.step_files(str(tmp_path), (None, None))
+    with pytest.raises(DumpError, match="both <step>.jsonl and <step>.jsonl.gz"):
+        step_files(str(tmp_path), (None, None))
 
 
 def _write_metrics(path, per_step: dict[int, tuple[int, int, int, int]], explore: int | None = None, **counters) -> str:
@@ -174,14 +177,14 @@ def test_measured_runs_sit_beside_the_prediction_of_their_configuration(tmp_path
     assert plan.main([FIXTURE, *args, "--window", "2", "--measured", f"pc:4+12={log}"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert len(table) == 2 + 3  # header, rule, windows 1..2 and 3..3, then "all"
-    config = plan.PilotCommit(4, 12, 8, 4)
+    config = PilotCommit(4, 12, 8, 4)
     cells = {}
     for line, window, files, measured, rounds, rate in (
-        (table[2], "1..2", plan.step_files(FIXTURE, (1, 2)), 200, 1.5, 8 / 24),
-        (table[3], "3..3", plan.step_files(FIXTURE, (3, 3)), 200, 1.0, 4 / 8),
+        (table[2], "1..2", step_files(FIXTURE, (1, 2)), 200, 1.5, 8 / 24),
+        (table[3], "3..3", step_files(FIXTURE, (3, 3)), 200, 1.0, 4 / 8),
     ):
-        _, seen, wins = plan.read_pass_counts(files, "acc")
-        pred = plan.predict(plan.pass_rates(seen, wins, (0.0, 0.0)), config)
+        _, seen, wins = read_pass_counts(files, "acc")
+        pred = predict(pass_rates(seen, wins, (0.0, 0.0)), config)
         cells[window] = pred.rollouts_per_step
         row = [c.strip() for c in line.strip("|").split("|")]
         assert row[0] == window and row[1] == "PC 4+12 G=8" and row[2] == log
@@ -189,7 +192,7 @@ def test_measured_runs_sit_beside_the_prediction_of_their_configuration(tmp_path
         assert row[4] == f"{pred.rollouts_per_step:.0f}" and row[5] == f"{measured:.0f}"
         assert row[6] == f"{(pred.rollouts_per_step - measured) / measured:+.1%}"
         # The model again at the run's own filter pass rate (pass count / candidates over the window).
-        at_rate = plan.predict_at_filter_rate(rate, config).rollouts_per_step
+        at_rate = predict_at_filter_rate(rate, config).rollouts_per_step
         cells[window + " at rate"] = at_rate
         assert row[7:] == [
             f"{pred.rounds_per_step:.2f}",
@@ -209,20 +212,18 @@ def test_measured_runs_sit_beside_the_prediction_of_their_configuration(tmp_path
 
 
 def _rates(step: int) -> np.ndarray:
-    _, seen, wins = plan.read_pass_counts(plan.step_files(FIXTURE, (step, step)), "acc")
-    return plan.pass_rates(seen, wins, (0.0, 0.0))
+    _, seen, wins = read_pass_counts(step_files(FIXTURE, (step, step)), "acc")
+    return pass_rates(seen, wins, (0.0, 0.0))
 
 
 def test_per_step_predicts_each_logged_step_from_its_own_rates_then_averages(tmp_path, capsys):
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--window", "2", "--per-step"]
-    config = plan.PilotCommit(4, 12, 8, 4)
+    config = PilotCommit(4, 12, 8, 4)
     log = _write_metrics(tmp_path / "pc.jsonl", {1: (300, 2, 3, 16), 2: (100, 1, 5, 8), 3: (200, 1, 4, 8)})
     assert plan.main([FIXTURE, *args, "--measured", f"pc:4+12={log}"]) == 0
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()[2:]]
-    step = {k: plan.predict(_rates(k), config) for k in (1, 2, 3)}
-    pooled = plan.predict(
-        plan.pass_rates(*plan.read_pass_counts(plan.step_files(FIXTURE, (1, 2)), "acc")[1:], (0.0, 0.0)), config
-    )
+    step = {k: predict(_rates(k), config) for k in (1, 2, 3)}
+    pooled = predict(pass_rates(*read_pass_counts(step_files(FIXTURE, (1, 2)), "acc")[1:], (0.0, 0.0)), config)
     mean = (step[1].rollouts_per_step + step[2].rollouts_per_step) / 2
     assert f"{mean:.0f}" != f"{pooled.rollouts_per_step:.0f}"  # the fixture tells the two apart
     assert rows[0][4] == f"{mean:.0f}"
@@ -232,11 +233,11 @@ def test_per_step_predicts_each_logged_step_from_its_own_rates_then_averages(tmp
     assert rows[0][9] == f"{weighted / (step[1].rounds_per_step + step[2].rounds_per_step):.3f}"
     # At the run's own rate, step by step (3/16 and 5/8), not at the window's pooled 8/24.
     at_rate = (
-        plan.predict_at_filter_rate(3 / 16, config).rollouts_per_step
-        + plan.predict_at_filter_rate(5 / 8, config).rollouts_per_step
+        predict_at_filter_rate(3 / 16, config).rollouts_per_step
+        + predict_at_filter_rate(5 / 8, config).rollouts_per_step
     ) / 2
     assert rows[0][11] == f"{at_rate:.0f}"
-    assert f"{plan.predict_at_filter_rate(8 / 24, config).rollouts_per_step:.0f}" != rows[0][11]
+    assert f"{predict_at_filter_rate(8 / 24, config).rollouts_per_step:.0f}" != rows[0][11]
     assert rows[1][4] == f"{step[3].rollouts_per_step:.0f}"
     # A step the run did not log (here 2) is left out of its window's prediction.
     short = _write_metrics(tmp_path / "short.jsonl", {1: (300, 2, 3, 16), 3: (200, 1, 4, 8)})
@@ -255,8 +256,8 @@ def test_per_step_prediction_without_a_run_is_the_mean_of_each_steps_prediction(
     assert "per step: each dumped step predicted from its own pass rates" in out
     cells = ([c.strip() for c in line.strip("|").split("|")] for line in out.splitlines())
     rows = {r[0]: r for r in cells if len(r) == 10}
-    config = plan.PilotCommit(4, 12, 8, 4)
-    step = [plan.predict(_rates(k), config) for k in (1, 2)]
+    config = PilotCommit(4, 12, 8, 4)
+    step = [predict(_rates(k), config) for k in (1, 2)]
     pc = rows[config.label]
     assert pc[2] == f"{(step[0].rounds_per_step + step[1].rounds_per_step) / 2:.2f}"
     assert pc[5] == f"{(step[0].rollouts_per_step + step[1].rollouts_per_step) / 2:.0f}"
@@ -291,8 +292,8 @@ def test_per_step_names_a_configuration_whose_steps_never_fill(tmp_path, capsys)
 
 def test_per_step_edges_a_gap_a_step_without_candidates_an_unreached_window_and_sources(tmp_path, capsys):
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--per-step"]
-    config = plan.PilotCommit(4, 12, 8, 4)
-    step = {k: plan.predict(_rates(k), config) for k in (1, 2, 3)}
+    config = PilotCommit(4, 12, 8, 4)
+    step = {k: predict(_rates(k), config) for k in (1, 2, 3)}
 
     def table(log, *extra):
         assert plan.main([FIXTURE, *args, *extra, "--measured", f"pc:4+12={log}"]) == 0
@@ -303,8 +304,8 @@ def test_per_step_edges_a_gap_a_step_without_candidates_an_unreached_window_and_
     log = _write_metrics(tmp_path / "a.jsonl", {1: (300, 2, 3, 16), 2: (100, 1, 0, 0), 3: (200, 1, 4, 8)})
     rows = table(log, "--window", "2")
     assert rows[0][3:6] == ["2", f"{(step[1].rollouts_per_step + step[2].rollouts_per_step) / 2:.0f}", "200"]
-    at_1 = plan.predict_at_filter_rate(3 / 16, config).rollouts_per_step
-    at_3 = plan.predict_at_filter_rate(4 / 8, config).rollouts_per_step
+    at_1 = predict_at_filter_rate(3 / 16, config).rollouts_per_step
+    at_3 = predict_at_filter_rate(4 / 8, config).rollouts_per_step
     assert rows[0][11] == f"{at_1:.0f}"
     assert rows[2][0] == "all" and rows[2][11] == f"{(2 * at_1 + at_3) / 3:.0f}"  # windows weighed by their steps
     # A run that logged a step the dump lacks (here 5) and none of a window's dumped steps: that window shows dashes
@@ -332,13 +333,13 @@ def test_per_step_edges_a_gap_a_step_without_candidates_an_unreached_window_and_
     log = _write_metrics(tmp_path / "c.jsonl", {1: (300, 2, 3, 16), 2: (100, 1, 5, 8)})
     assert plan.main([str(tmp_path), *args, "--steps", "1:2", "--sources", "a,b", "--measured", f"pc:4+12={log}"]) == 0
     row = [c.strip() for c in capsys.readouterr().out.splitlines()[2].strip("|").split("|")]
-    files = plan.step_files(str(tmp_path), (1, 2))
+    files = step_files(str(tmp_path), (1, 2))
     step_rates = []
     for f in files:  # each step's prompts of a and b (step 2 has no b)
-        _, seen, wins, labels = plan.read_dump([f], "acc")
+        _, seen, wins, labels = read_dump([f], "acc")
         keep = np.isin(labels, ["a", "b"])
-        step_rates.append(plan.pass_rates(seen[keep], wins[keep], (0, 0)))
-    want = np.mean([plan.predict(r, config).rollouts_per_step for r in step_rates])
+        step_rates.append(pass_rates(seen[keep], wins[keep], (0, 0)))
+    want = np.mean([predict(r, config).rollouts_per_step for r in step_rates])
     assert row[4] == f"{want:.0f}"
     assert plan.main([str(tmp_path), *args, "--steps", "2:2", "--sources", "a,b", "--measured", f"pc:4+12={log}"]) == 2
     assert "no prompt of ['b'] in steps 2..2" in capsys.readouterr().err  # checked once per window
@@ -387,7 +388,7 @@ def test_pass_rates_by_source_and_histogram(tmp_path, capsys):
     png = tmp_path / "hist.png"
     assert plan.main([str(tmp_path), "--by-source", "--histogram", str(png)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    ids, seen, wins = plan.read_pass_counts(plan.step_files(str(tmp_path), (None, None)), "acc")
+    ids, seen, wins = read_pass_counts(step_files(str(tmp_path), (None, None)), "acc")
     rates = wins / seen
     for line, mask in ((lines[2], ids % 2 == 0), (lines[3], ids % 2 == 1), (lines[4], ids >= 0)):
         r = rates[mask]
@@ -414,22 +415,22 @@ def _two_source_dump(tmp_path) -> str:
 
 def test_sources_predict_a_mix_made_of_some_of_the_dumps_sources(tmp_path, capsys):
     dump = _two_source_dump(tmp_path)
-    ids, seen, wins = plan.read_pass_counts(plan.step_files(dump, (None, None)), "acc")
+    ids, seen, wins = read_pass_counts(step_files(dump, (None, None)), "acc")
     even = ids % 2 == 0
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12"]
     assert plan.main([dump, *args, "--sources", " a, "]) == 0  # spaces and an empty entry are ignored
     out = capsys.readouterr().out
     assert out.startswith(f"{even.sum()} prompts, {int(seen[even].sum())} rollouts") and "data sources a" in out
-    subset, everything = (plan.pass_rates(seen[m], wins[m], (0.0, 0.0)) for m in (even, ids >= 0))
-    config = plan.PilotCommit(4, 12, 8, 4)
+    subset, everything = (pass_rates(seen[m], wins[m], (0.0, 0.0)) for m in (even, ids >= 0))
+    config = PilotCommit(4, 12, 8, 4)
     pc_row = next(line for line in out.splitlines() if line.startswith("| PC 4+12"))
-    assert f"| {plan.predict(subset, config).rollouts_per_step:.0f} |" in pc_row
-    assert plan.predict(subset, config).rollouts_per_step != plan.predict(everything, config).rollouts_per_step
+    assert f"| {predict(subset, config).rollouts_per_step:.0f} |" in pc_row
+    assert predict(subset, config).rollouts_per_step != predict(everything, config).rollouts_per_step
     # The comparison with a run predicts from the same subset.
     log = _write_metrics(tmp_path / "pc.jsonl", {1: (300, 2, 3, 16)}, explore=64)
     assert plan.main([dump, *args, "--sources", "a", "--measured", f"pc:4+12={log}"]) == 0
     row = [c.strip() for c in capsys.readouterr().out.splitlines()[2].strip("|").split("|")]
-    assert row[4] == f"{plan.predict(subset, config).rollouts_per_step:.0f}"
+    assert row[4] == f"{predict(subset, config).rollouts_per_step:.0f}"
 
 
 def test_sources_errors(tmp_path, capsys):
@@ -444,18 +445,18 @@ def test_screening_and_down_sampling_flags_reach_the_model_and_the_comparison(tm
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--group-size", "16", "--pc", "4+12"]
     assert plan.main([FIXTURE, *args, "--screen-n", "2", "--downsample-n", "24"]) == 0
     out = capsys.readouterr().out
-    _, seen, wins = plan.read_pass_counts(plan.step_files(FIXTURE, (None, None)), "acc")
-    rates = plan.pass_rates(seen, wins, (0.0, 0.0))
-    for config in (plan.GRPO(16, 4, 24), plan.PilotCommit(4, 12, 8, 4, screen_n=2, downsample_n=24)):
+    _, seen, wins = read_pass_counts(step_files(FIXTURE, (None, None)), "acc")
+    rates = pass_rates(seen, wins, (0.0, 0.0))
+    for config in (GRPO(16, 4, 24), PilotCommit(4, 12, 8, 4, screen_n=2, downsample_n=24)):
         row = next(line for line in out.splitlines() if line.startswith(f"| {config.label} |"))
-        assert f"| {plan.predict(rates, config).rollouts_per_step:.0f} |" in row
+        assert f"| {predict(rates, config).rollouts_per_step:.0f} |" in row
     assert "| PC 4+12 of 24 G=8 screen 2 |" in out and "| GRPO n=16 of 24 |" in out
     # Against a screened run: the at-own-rate column uses the logged pass rate and the share not screened out.
     screened = {"filtering_stats/screened_out_count": 4}
     log = _write_metrics(tmp_path / "pc.jsonl", dict.fromkeys((1, 2, 3), (250, 2, 3, 16)), explore=40, **screened)
     assert plan.main([FIXTURE, *args, "--screen-n", "2", "--measured", f"pc:4+12={log}"]) == 0
     row = [c.strip() for c in capsys.readouterr().out.splitlines()[2].strip("|").split("|")]
-    want = plan.predict_at_filter_rate(3 / 16, plan.PilotCommit(4, 12, 8, 4, screen_n=2), screen_mixed=1 - 4 / 16)
+    want = predict_at_filter_rate(3 / 16, PilotCommit(4, 12, 8, 4, screen_n=2), screen_mixed=1 - 4 / 16)
     assert row[10:12] == ["0.188", f"{want.rollouts_per_step:.0f}"]
     assert plan.main([FIXTURE, *args, "--downsample-n", "8"]) == 2  # fewer generated than trained
     assert "algorithm.downsample.n=8" in capsys.readouterr().err
@@ -497,14 +498,120 @@ def test_simulated_runs_from_the_start_with_skipping_and_the_runs_prompt_count(c
     assert plan.main([FIXTURE, *args, *sim]) == 0
     out = capsys.readouterr().out
     assert "simulated (6 steps after 0, 3 run(s), 50 prompts drawn from these):" in out
-    _, seen, wins = plan.read_pass_counts(plan.step_files(FIXTURE, (None, None)), "acc")
-    rates = plan.pass_rates(seen, wins, (0.0, 0.0))
-    config = plan.PilotCommit(4, 12, 8, 4)
+    _, seen, wins = read_pass_counts(step_files(FIXTURE, (None, None)), "acc")
+    rates = pass_rates(seen, wins, (0.0, 0.0))
+    config = PilotCommit(4, 12, 8, 4)
     for skip in (None, SkipRule()):
-        want = plan.simulate(rates, config, steps=6, warmup=0, skip=skip, runs=3, prompts=50)
+        want = simulate(rates, config, steps=6, warmup=0, skip=skip, runs=3, prompts=50)
         assert f"| {want.label} | 16 | {want.rounds_per_step:.2f} | {want.pilot_rollouts_per_step:.0f} |" in out
     # Each of these only tunes the simulator: refused without it, naming the flag.
     for flag in (["--skip"], ["--prompts", "50"], ["--simulate-warmup", "0"], ["--simulate-runs", "2"]):
         assert plan.main([FIXTURE, *args, *flag]) == 2
         assert f"{flag[0]} set(s) the simulator: add --simulate STEPS" in capsys.readouterr().err
     assert plan.main([FIXTURE, *args, "--simulate", "2", "--prompts", "0"]) == 2
+
+
+# ------------------------------------------------------------------ commands, and the old form without one
+def _out(argv, capsys) -> str:
+    assert plan.main(argv) == 0
+    return capsys.readouterr().out
+
+
+def test_predict_command_prints_what_the_old_form_printed(capsys):
+    args = [FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--train-prompts", "10"]
+    out = _out(["predict", *args], capsys)
+    assert "16 prompts, 160 rollouts from steps 1..3 (3 files)" in out and "| PC 4+12 G=8 | 16 |" in out
+    assert "note: PC 4+12 G=8:" in out and "recommended: " in out
+    assert out == _out(args, capsys)
+    # Its own checks, now in its parser: the simulator's options need --simulate; --per-step excludes it.
+    assert plan.main(["predict", FIXTURE, "--skip"]) == 2
+    assert "--skip set(s) the simulator: add --simulate STEPS" in capsys.readouterr().err
+    assert plan.main(["predict", FIXTURE, "--per-step", "--simulate", "5"]) == 2
+    assert "--per-step predicts step by step" in capsys.readouterr().err
+    for bad in (["--measured", "grpo=x.jsonl"], ["--window", "2"], ["--by-source"]):  # other commands' options
+        assert plan.main(["predict", FIXTURE, *bad]) == 2
+        assert "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_check_command_prints_what_the_old_form_printed(tmp_path, capsys):
+    log = _write_metrics(tmp_path / "pc.jsonl", {1: (300, 2, 3, 16), 2: (100, 1, 5, 8), 3: (200, 1, 4, 8)})
+    args = [FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--window", "2"]
+    out = _out(["check", *args, "--measured", f"pc:4+12={log}"], capsys)
+    assert out.splitlines()[0].startswith("| steps | configuration | run |") and len(out.splitlines()) == 5
+    assert out == _out([*args, "--measured", f"pc:4+12={log}"], capsys)
+    assert plan.main(["check", FIXTURE]) == 2
+    assert "the following arguments are required: --measured" in capsys.readouterr().err
+    for bad in (["--simulate", "5"], ["--train-prompts", "10"]):  # predict's options
+        assert plan.main(["check", FIXTURE, "--measured", f"grpo={log}", *bad]) == 2
+        assert "unrecognized arguments" in capsys.readouterr().err
+    assert plan.main(["check", FIXTURE, "--measured", "pc:4-12=x.jsonl"]) == 2
+    assert "argument --measured" in capsys.readouterr().err
+
+
+def test_sources_command_prints_the_table_unless_only_a_histogram_is_asked_for(tmp_path, capsys):
+    dump = _two_source_dump(tmp_path)
+    table = _out(["sources", dump], capsys)
+    assert table.splitlines()[0].startswith("| steps | data source | prompts |") and len(table.splitlines()) == 5
+    assert table == _out(["sources", dump, "--table"], capsys) == _out([dump, "--by-source"], capsys)
+    png = tmp_path / "hist.png"
+    assert _out(["sources", dump, "--histogram", str(png)], capsys) == ""  # as the old --histogram alone
+    assert png.stat().st_size > 1000
+    assert _out(["sources", dump, "--table", "--histogram", str(png)], capsys) == table
+    for bad in (["--pc", "4+12"], ["--sources", "a"], ["--per-step"]):  # predict's and check's options
+        assert plan.main(["sources", dump, *bad]) == 2
+        assert "unrecognized arguments" in capsys.readouterr().err
+
+
+# Old command lines (README, docs/results/regimes/make_tables.sh) and the commands they are read as.
+OLD_AND_NEW = [
+    ("D", "predict D"),
+    (
+        "D --steps 11:30 --group-size 64 --train-batch-size 12 --gen-batch-size 36 --pc 16+48,8+56,4+60",
+        "predict D --steps 11:30 --group-size 64 --train-batch-size 12 --gen-batch-size 36 --pc 16+48,8+56,4+60",
+    ),
+    ("--pc 4+12 D --screen-n 2 --downsample-n 24", "predict D --pc 4+12 --screen-n 2 --downsample-n 24"),
+    (
+        "D --pc 4+12 --simulate 30 --simulate-warmup 0 --simulate-runs 20 --prompts 480 --skip",
+        "predict D --pc 4+12 --simulate 30 --simulate-warmup 0 --simulate-runs 20 --prompts 480 --skip",
+    ),
+    (
+        "D --steps 1:30 --pc 4+12 --per-step --train-prompts 480",
+        "predict D --steps 1:30 --pc 4+12 --per-step --train-prompts 480",
+    ),
+    (
+        "D --sources arith_l2,arith_l3 --metric score --prior 1,1",
+        "predict D --sources arith_l2,arith_l3 --metric score --prior 1,1",
+    ),
+    (
+        "D --pc 4+12 --window 10 --measured pc:4+12=pc.jsonl --measured dapo=d.jsonl",
+        "check D --pc 4+12 --window 10 --measured pc:4+12=pc.jsonl --measured dapo=d.jsonl",
+    ),
+    ("D --per-step --measured=grpo=g.jsonl --sources a", "check D --measured grpo=g.jsonl --per-step --sources a"),
+    ("D --window 10 --by-source", "sources D --window 10"),
+    ("D --by-source --histogram h.png", "sources D --table --histogram h.png"),
+    ("D --histogram h.png --steps 1:10", "sources D --steps 1:10 --histogram h.png"),
+    # What the old form read and then ignored in that mode (a prediction's options beside --by-source, the simulator
+    # beside --measured) it still ignores.
+    ("D --by-source --pc 4+12 --group-size 64", "sources D"),
+    ("D --measured grpo=g.jsonl --simulate 5", "check D --measured grpo=g.jsonl"),
+]
+
+
+@pytest.mark.parametrize("old,new", OLD_AND_NEW)
+def test_old_command_lines_without_a_command_parse_to_the_commands(old, new):
+    assert plan.parse_args(old.split()) == plan.parse_args(new.split())
+
+
+def test_defaults_are_the_trainer_yamls():
+    from recipe.pc.settings import yaml_defaults
+
+    algorithm = yaml_defaults().algorithm
+    for command in (["predict", FIXTURE], ["check", FIXTURE, "--measured", "grpo=g.jsonl"]):
+        args = plan.parse_args(command)
+        assert (args.p_lower, args.p_upper) == (
+            algorithm.diversity_threshold_lower,
+            algorithm.diversity_threshold_upper,
+        )
+        assert args.max_off_steps == algorithm.buffer_max_off_steps
+        assert args.max_num_gen_batches == algorithm.max_num_gen_batches
+        assert args.metric == algorithm.agg_metric

@@ -1,4 +1,5 @@
-"""recipe.pc.report on synthetic logs in the three input formats, with hand-computed expected numbers.
+"""recipe.pc_tools.report (``python -m recipe.pc.report``) on synthetic logs in the three input formats, with
+hand-computed expected numbers.
 
 Runs (training steps 1..6, validation at steps 0, 2, 4, 6; accuracy = mean of aime and math):
   grpo (verl file-logger JSONL): 100 rollouts, 10 s, 1 gen call per step; accuracy 0.2 0.3 0.4 0.3
@@ -17,8 +18,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recipe.pc import report
-from recipe.pc.report import ReportError
+from recipe.pc import metric_names as names
+from recipe.pc_tools import curves as curve_fns
+from recipe.pc_tools import intervals, report, tables
+from recipe.pc_tools import logs as readers
+from recipe.pc_tools import plot as figures
+from recipe.pc_tools.logs import ReportError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AIME = "val-core/aime/acc/mean@32"
@@ -35,10 +40,10 @@ def step_rows(spec, drop=(), extra_val=None):
     rows = {0: {}}
     for step in range(1, 7):
         rows[step] = {
-            report.ROLLOUTS: spec["rollouts"] * step,
-            report.STEP_TIME: spec["secs"],
-            report.GEN_CALLS: spec["gens"],
-            report.ZERO_VAR: 0.5 - 0.05 * step,
+            names.CUMULATIVE_SAMPLED: spec["rollouts"] * step,
+            names.STEP_TIME: spec["secs"],
+            names.ROUNDS: spec["gens"],
+            names.ZERO_VARIANCE_GROUP_FRAC: 0.5 - 0.05 * step,
             "actor/pg_loss": 0.01,
         }
     for step, (aime, math) in spec["val"].items():
@@ -104,11 +109,11 @@ def specs(logs, labels=("grpo", "dapo", "pc")):
 
 # ------------------------------------------------------------------ loading
 def test_file_logger_lines_sharing_a_step_are_merged(logs):
-    frame = report.load_run(logs["grpo"])
+    frame = readers.load_run(logs["grpo"])
     assert frame.index.tolist() == [0, 1, 2, 3, 4, 5, 6]
-    assert frame.loc[4, report.ROLLOUTS] == 400 and frame.loc[4, AIME] == 0.3  # two lines at step 4
-    assert frame.loc[3, "exclusion_stats/dataset_size"] == 90 and frame.loc[3, report.STEP_TIME] == 10
-    assert pd.isna(frame.loc[0, report.ROLLOUTS]) and frame.loc[0, MATH] == 0.3
+    assert frame.loc[4, names.CUMULATIVE_SAMPLED] == 400 and frame.loc[4, AIME] == 0.3  # two lines at step 4
+    assert frame.loc[3, "exclusion_stats/dataset_size"] == 90 and frame.loc[3, names.STEP_TIME] == 10
+    assert pd.isna(frame.loc[0, names.CUMULATIVE_SAMPLED]) and frame.loc[0, MATH] == 0.3
 
 
 def test_wandb_csv_json_and_jsonl_load_to_the_same_frame(tmp_path):
@@ -116,10 +121,10 @@ def test_wandb_csv_json_and_jsonl_load_to_the_same_frame(tmp_path):
     jsonl = tmp_path / "pc.jsonl"
     jsonl.write_text("".join(json.dumps(row) + "\n" for row in wandb_rows(rows)))
     frames = [
-        report.load_run(write_wandb_csv(tmp_path / "pc.csv", rows)),
-        report.load_run(write_wandb_json(tmp_path / "pc.json", rows)),
-        report.load_run(jsonl),
-        report.load_run(write_file_logger(tmp_path / "pc_file.jsonl", rows)),
+        readers.load_run(write_wandb_csv(tmp_path / "pc.csv", rows)),
+        readers.load_run(write_wandb_json(tmp_path / "pc.json", rows)),
+        readers.load_run(jsonl),
+        readers.load_run(write_file_logger(tmp_path / "pc_file.jsonl", rows)),
     ]
     expected = frames[-1].drop(columns=["exclusion_stats/epoch", "exclusion_stats/dataset_size"]).sort_index(axis=1)
     assert "_runtime" not in frames[0].columns and "_timestamp" not in frames[1].columns
@@ -130,7 +135,7 @@ def test_wandb_csv_json_and_jsonl_load_to_the_same_frame(tmp_path):
 def test_wandb_chart_export_columns_are_normalised(tmp_path):
     path = tmp_path / "chart.csv"
     path.write_text(f'Step,"r1 - {AIME}","r1 - {AIME}__MIN","r1 - {AIME}__MAX"\n0,0.1,0.1,0.1\n2,,,\n4,0.3,0.3,0.3\n')
-    frame = report.load_run(path)
+    frame = readers.load_run(path)
     assert frame.columns.tolist() == [AIME]
     assert frame[AIME].dropna().to_dict() == {0: 0.1, 4: 0.3}
 
@@ -150,31 +155,31 @@ def test_unparseable_files_name_file_and_line(tmp_path, name, text, where):
     path = tmp_path / name
     path.write_text(text)
     with pytest.raises(ReportError, match=where) as info:
-        report.load_run(path)
+        readers.load_run(path)
     assert str(path) in str(info.value)
 
 
 def test_cut_off_last_line_is_left_out_with_a_warning(logs, caplog):
     text = logs["grpo"].read_text()
     logs["grpo"].write_text(text + '{"step": 7, "data": {"rollout_stats/cumulative_rollouts_sa')  # killed mid-write
-    frame = report.load_run(logs["grpo"])
-    assert frame.index.tolist() == [0, 1, 2, 3, 4, 5, 6] and frame.loc[6, report.ROLLOUTS] == 600
+    frame = readers.load_run(logs["grpo"])
+    assert frame.index.tolist() == [0, 1, 2, 3, 4, 5, 6] and frame.loc[6, names.CUMULATIVE_SAMPLED] == 600
     last = len(text.splitlines()) + 1
     assert f"{logs['grpo']}: line {last} is cut off" in caplog.text
 
 
 def test_run_arguments_take_an_optional_label(tmp_path):
-    file, tb, wandb = report.RunSource("file", "/x/y.csv"), "tensorboard", "wandb"
-    assert report.parse_run_arg("pc=/x/y.csv") == ("pc", file)
-    assert report.parse_run_arg("/x/grpo_1.5b.jsonl") == ("grpo_1.5b", report.RunSource("file", "/x/grpo_1.5b.jsonl"))
-    assert report.parse_run_arg("pc=tb:/x/tb/pc_run") == ("pc", report.RunSource(tb, "/x/tb/pc_run"))
-    assert report.parse_run_arg("tb:/x/tb/pc_run") == ("pc_run", report.RunSource(tb, "/x/tb/pc_run"))
-    assert report.parse_run_arg(str(tmp_path)) == (tmp_path.name, report.RunSource(tb, str(tmp_path)))
-    assert report.parse_run_arg("pc=wandb:me/proj/ab12") == ("pc", report.RunSource(wandb, "me/proj/ab12"))
-    assert report.parse_run_arg("wandb:me/proj/runs/ab12") == ("ab12", report.RunSource(wandb, "me/proj/runs/ab12"))
+    file, tb, wandb = readers.RunSource("file", "/x/y.csv"), "tensorboard", "wandb"
+    assert readers.parse_run_arg("pc=/x/y.csv") == ("pc", file)
+    assert readers.parse_run_arg("/x/grpo_1.5b.jsonl") == ("grpo_1.5b", readers.RunSource("file", "/x/grpo_1.5b.jsonl"))
+    assert readers.parse_run_arg("pc=tb:/x/tb/pc_run") == ("pc", readers.RunSource(tb, "/x/tb/pc_run"))
+    assert readers.parse_run_arg("tb:/x/tb/pc_run") == ("pc_run", readers.RunSource(tb, "/x/tb/pc_run"))
+    assert readers.parse_run_arg(str(tmp_path)) == (tmp_path.name, readers.RunSource(tb, str(tmp_path)))
+    assert readers.parse_run_arg("pc=wandb:me/proj/ab12") == ("pc", readers.RunSource(wandb, "me/proj/ab12"))
+    assert readers.parse_run_arg("wandb:me/proj/runs/ab12") == ("ab12", readers.RunSource(wandb, "me/proj/runs/ab12"))
     for bad in ("pc=wandb:me/ab12", "wandb:me//ab12", "wandb:me/proj/x/ab12"):
         with pytest.raises(ReportError, match="expected wandb:ENTITY/PROJECT/RUN_ID"):
-            report.parse_run_arg(bad)
+            readers.parse_run_arg(bad)
 
 
 # ------------------------------------------------------------------ TensorBoard and W&B readers
@@ -192,15 +197,15 @@ def write_tensorboard(folder, rows):
 
 def test_tensorboard_folder_loads_like_the_file_logger(logs, tmp_path):
     folder = write_tensorboard(tmp_path / "tb" / "grpo", step_rows(RUNS["grpo"]))
-    expected = report.load_run(logs["grpo"]).drop(columns=["exclusion_stats/epoch", "exclusion_stats/dataset_size"])
-    for source in (folder, report.RunSource("tensorboard", str(folder))):
-        frame = report.load_run(source)
+    expected = readers.load_run(logs["grpo"]).drop(columns=["exclusion_stats/epoch", "exclusion_stats/dataset_size"])
+    for source in (folder, readers.RunSource("tensorboard", str(folder))):
+        frame = readers.load_run(source)
         # TensorBoard stores float32: compare at that precision.
         pd.testing.assert_frame_equal(
             frame.sort_index(axis=1), expected.sort_index(axis=1), check_dtype=False, rtol=1e-6
         )
     with pytest.raises(ReportError, match="no events.out.tfevents"):
-        report.load_run(tmp_path / "tb")  # the parent folder: its event files are one level down
+        readers.load_run(tmp_path / "tb")  # the parent folder: its event files are one level down
 
 
 def test_tensorboard_and_file_runs_in_one_report(logs, tmp_path, capsys):
@@ -248,9 +253,9 @@ def test_wandb_run_history_through_the_api(logs, fake_wandb):
     with open(WANDB_FIXTURE) as f:
         rows = json.load(f)
     paths = fake_wandb(rows)
-    frame = report.load_run(report.RunSource("wandb", "me/proj/ab12"))
+    frame = readers.load_run(readers.RunSource("wandb", "me/proj/ab12"))
     assert paths == ["me/proj/ab12"]
-    expected = report.load_run(write_wandb_json(logs["pc"].parent / "pc_expected.json", step_rows(RUNS["pc"])))
+    expected = readers.load_run(write_wandb_json(logs["pc"].parent / "pc_expected.json", step_rows(RUNS["pc"])))
     pd.testing.assert_frame_equal(frame.sort_index(axis=1), expected.sort_index(axis=1))
     assert not any(c.startswith(("_", "val/generations")) for c in frame.columns)
 
@@ -277,23 +282,25 @@ def test_a_malformed_run_argument_stops_before_anything_is_loaded(logs, tmp_path
 # ------------------------------------------------------------------ curves and smoothing
 def test_smoothing_is_a_trailing_mean_over_available_points():
     values = pd.Series([0.1, 0.2, 0.6, 0.3])
-    assert report.smooth(values, 1).tolist() == values.tolist()
-    assert report.smooth(values, 2).tolist() == pytest.approx([0.1, 0.15, 0.4, 0.45])
-    assert report.smooth(values, 3).tolist() == pytest.approx([0.1, 0.15, 0.3, 1.1 / 3])
+    assert curve_fns.smooth(values, 1).tolist() == values.tolist()
+    assert curve_fns.smooth(values, 2).tolist() == pytest.approx([0.1, 0.15, 0.4, 0.45])
+    assert curve_fns.smooth(values, 3).tolist() == pytest.approx([0.1, 0.15, 0.3, 1.1 / 3])
     with pytest.raises(ReportError, match="--smooth"):
-        report.smooth(values, 0)
+        curve_fns.smooth(values, 0)
 
 
 def test_validation_curve_uses_each_steps_cumulative_rollouts(logs):
-    frame = report.load_run(logs["grpo"])
-    curve = report.validation_curve(frame, report.benchmark_columns(frame), k=2)
-    assert report.benchmark_columns(frame) == {"aime": AIME, "math": MATH}
+    frame = readers.load_run(logs["grpo"])
+    curve = curve_fns.validation_curve(frame, curve_fns.benchmark_columns(frame), k=2)
+    assert curve_fns.benchmark_columns(frame) == {"aime": AIME, "math": MATH}
     assert curve.index.tolist() == [0, 2, 4, 6]
     assert curve["rollouts"].tolist() == [0, 200, 400, 600]  # step-0 validation: before any rollout
     assert curve["accuracy"].tolist() == pytest.approx([0.2, 0.3, 0.4, 0.3])
     assert curve["smoothed"].tolist() == pytest.approx([0.2, 0.25, 0.35, 0.35])
-    assert report.rollouts_to_target(curve, 0.35) == report.Reach(step=4, rollouts=400.0, accuracy=pytest.approx(0.35))
-    assert report.rollouts_to_target(curve, 0.36) is None
+    assert curve_fns.rollouts_to_target(curve, 0.35) == curve_fns.Reach(
+        step=4, rollouts=400.0, accuracy=pytest.approx(0.35)
+    )
+    assert curve_fns.rollouts_to_target(curve, 0.36) is None
 
 
 # ------------------------------------------------------------------ table
@@ -340,20 +347,20 @@ def test_explicit_target_and_not_reached(logs, tmp_path, capsys, caplog):
 
 
 def test_run_missing_a_required_metric_is_skipped_with_a_message(logs, tmp_path, capsys, caplog):
-    broken = write_wandb_csv(tmp_path / "pc2.csv", step_rows(RUNS["pc"], drop={report.ROLLOUTS}))
+    broken = write_wandb_csv(tmp_path / "pc2.csv", step_rows(RUNS["pc"], drop={names.CUMULATIVE_SAMPLED}))
     code, _, table = run_main([*specs(logs), f"pc2={broken}"], tmp_path, capsys)
     assert code == 0 and table["run"].tolist() == ["grpo", "dapo", "pc"]
     message = next(r.getMessage() for r in caplog.records if "pc2" in r.getMessage())
-    assert f"run pc2: missing metric {report.ROLLOUTS}" in message
+    assert f"run pc2: missing metric {names.CUMULATIVE_SAMPLED}" in message
     assert "actor/* (1)" in message and "val-core/* (2)" in message and "benchmarks: aime, math" in message
 
 
 def test_missing_timing_is_reported_not_fatal(logs, tmp_path, capsys, caplog):
-    untimed = write_wandb_json(tmp_path / "pc.json", step_rows(RUNS["pc"], drop={report.STEP_TIME}))
+    untimed = write_wandb_json(tmp_path / "pc.json", step_rows(RUNS["pc"], drop={names.STEP_TIME}))
     code, stdout, table = run_main([f"grpo={logs['grpo']}", f"pc={untimed}"], tmp_path, capsys)
     assert code == 0 and pd.isna(table.set_index("run").loc["pc", "wallclock_s_to_target"])
     assert "| pc | 2 | 100 | 4.00× | missing | 6 | missing |" in stdout
-    assert f"run pc: no {report.STEP_TIME} logged" in caplog.text
+    assert f"run pc: no {names.STEP_TIME} logged" in caplog.text
 
 
 def test_mixed_benchmarks_use_the_common_ones(logs, tmp_path, capsys, caplog):
@@ -417,7 +424,7 @@ def seed_logs(tmp_path):
 
 def test_seed_suffixes_group_runs_into_configurations():
     labels = ["grpo_s1", "grpo_s2", "pc-seed2", "pc_seed10", "dapo", "dapo_s", "s1", "grpo_seed1b"]
-    assert report.seed_groups(labels) == {
+    assert curve_fns.seed_groups(labels) == {
         "grpo": ["grpo_s1", "grpo_s2"],
         "pc": ["pc-seed2", "pc_seed10"],
         "dapo": ["dapo"],
@@ -430,7 +437,7 @@ def test_seed_suffixes_group_runs_into_configurations():
 def test_mean_curve_averages_seeds_at_the_steps_they_all_logged():
     a = pd.DataFrame({"rollouts": [0, 100, 200, 300], "accuracy": [0.2, 0.4, 0.6, 0.8]}, index=[0, 2, 4, 6])
     b = pd.DataFrame({"rollouts": [0, 120, 240], "accuracy": [0.0, 0.2, 0.2]}, index=[0, 2, 4])  # cut short
-    mean = report.mean_curve([a, b], k=2)
+    mean = curve_fns.mean_curve([a, b], k=2)
     assert mean.index.tolist() == [0, 2, 4]
     assert mean["rollouts"].tolist() == pytest.approx([0, 110, 220])
     assert mean["accuracy"].tolist() == pytest.approx([0.1, 0.3, 0.4])
@@ -480,9 +487,9 @@ def test_the_mean_curve_speed_up_exists_where_a_baseline_seed_never_reaches_the_
         "new_s2": curve(250, [0.1, 0.3, 0.45]),  # at 500
     }
     groups = {"base": ["base_s1", "base_s2"], "new": ["new_s1", "new_s2"]}
-    means = {c: report.mean_curve([curves[label] for label in labels]) for c, labels in groups.items()}
+    means = {c: curve_fns.mean_curve([curves[label] for label in labels]) for c, labels in groups.items()}
     target = float(means["base"]["smoothed"].max())  # 0.425 at base's last point: the default target
-    table = report.build_seed_table(curves, groups, means, target, ("base",)).set_index("configuration")
+    table = tables.build_seed_table(curves, groups, means, target, ("base",)).set_index("configuration")
     assert table["seeds_reached"].tolist() == [1, 2]
     assert pd.isna(table.loc["new", "speedup_vs_base"])  # not every base seed got there
     # new's mean curve (0.1, 0.375, 0.475 at 0, 200, 400 rollouts) first reaches 0.425 at 400; base's at 200.
@@ -500,7 +507,7 @@ def test_equal_accuracy_finds_the_baseline_step_with_the_same_mean_accuracy(seed
         "grpo": curve([0, 2, 4, 6], [0, 200, 400, 600], [0.1, 0.3, 0.3, 0.5]),
         "pc": curve([0, 2, 4, 6], [0, 300, 500, 900], [0.1, 0.4, 0.2, 0.6]),
     }
-    table = report.equal_accuracy_table(means, "grpo")
+    table = tables.equal_accuracy_table(means, "grpo")
     assert table["configuration"].tolist() == ["pc"] * 3 and table["step"].tolist() == [2, 4, 6]  # not step 0
     # 0.4 lies halfway between grpo's 0.3 at step 4 (its first 0.3 is at step 2, but 0.4 is first reached after
     # step 4) and 0.5 at step 6: step 5, 500 rollouts; one pc step was worth 2.5 grpo steps, at 300 / 500 rollouts.
@@ -516,15 +523,15 @@ def test_equal_accuracy_finds_the_baseline_step_with_the_same_mean_accuracy(seed
     assert table.loc[2, ["window_steps_worth", "window_rollouts_ratio"]].isna().all()
     # A costly start and a cheap window after it: at step 4 the whole run is level with grpo (1.5 steps a step, the
     # same rollouts), while steps 2-4 alone were worth 2 grpo steps each at half grpo's rollouts.
-    late = report.equal_accuracy_table({**means, "pc": curve([0, 2, 4], [0, 400, 600], [0.1, 0.3, 0.5])}, "grpo")
+    late = tables.equal_accuracy_table({**means, "pc": curve([0, 2, 4], [0, 400, 600], [0.1, 0.3, 0.5])}, "grpo")
     assert late.loc[1, ["steps_worth", "rollouts_ratio"]].tolist() == pytest.approx([1.5, 1.0])
     assert late.loc[1, ["window_steps_worth", "window_rollouts_ratio"]].tolist() == pytest.approx([2.0, 0.5])
     # Without a step-0 validation (trainer.val_before_train=false) the first step still gets its row, with no window.
-    unvalidated = report.equal_accuracy_table({**means, "pc": curve([2, 4], [400, 600], [0.3, 0.5])}, "grpo")
+    unvalidated = tables.equal_accuracy_table({**means, "pc": curve([2, 4], [400, 600], [0.3, 0.5])}, "grpo")
     assert unvalidated["step"].tolist() == [2, 4]
     assert unvalidated.loc[0, "steps_worth"] == pytest.approx(1.0) and pd.isna(unvalidated.loc[0, "window_steps_worth"])
     assert unvalidated.loc[1, "window_steps_worth"] == pytest.approx(2.0)
-    markdown = report.equal_accuracy_markdown(table, "grpo").splitlines()
+    markdown = tables.equal_accuracy_markdown(table, "grpo").splitlines()
     assert markdown[4] == "| pc | 2 | 0.400 | 300 | 5.0 | 500 | 2.50 | 0.60× | 2.50 | 0.60× |"
     assert markdown[6] == "| pc | 6 | 0.600 | 900 | — | — | — | — | — | — |"
     # From the command line: written beside the seed table, and refused without --seeds.
@@ -545,8 +552,8 @@ def test_a_target_met_before_any_rollout_gives_no_speed_up():
     # "new" starts at the target, at 0 rollouts; "base" gets there at 200.
     curves = {"base_s1": curve([0.1, 0.2, 0.5]), "new_s1": curve([0.5, 0.5, 0.5])}
     groups = {"base": ["base_s1"], "new": ["new_s1"]}
-    means = {c: report.mean_curve([curves[label] for label in labels]) for c, labels in groups.items()}
-    table = report.build_seed_table(curves, groups, means, 0.5, ("base",)).set_index("configuration")
+    means = {c: curve_fns.mean_curve([curves[label] for label in labels]) for c, labels in groups.items()}
+    table = tables.build_seed_table(curves, groups, means, 0.5, ("base",)).set_index("configuration")
     assert table.loc["new", "rollouts_to_target_mean"] == 0 and table.loc["new", "mean_curve_rollouts_to_target"] == 0
     assert pd.isna(table.loc["new", "speedup_vs_base"]) and pd.isna(table.loc["new", "mean_curve_speedup_vs_base"])
     assert table.loc["base", "speedup_vs_base"] == 1.0
@@ -564,10 +571,10 @@ def test_seeds_with_a_given_target_and_a_named_baseline(seed_logs, tmp_path, cap
 
 def test_seed_plot_draws_thin_seeds_and_a_thick_mean(seed_logs, tmp_path):
     frames = report._load_runs(report._parse_runs(seed_logs))
-    curves = {label: report.validation_curve(f, report.benchmark_columns(f)) for label, f in frames.items()}
-    groups = report.seed_groups(list(curves))
-    means = {config: report.mean_curve([curves[label] for label in labels]) for config, labels in groups.items()}
-    fig = report.plot_seeds(curves, groups, means, 0.4, tmp_path / "seeds.png", "acc")
+    curves = {label: curve_fns.validation_curve(f, curve_fns.benchmark_columns(f)) for label, f in frames.items()}
+    groups = curve_fns.seed_groups(list(curves))
+    means = {config: curve_fns.mean_curve([curves[label] for label in labels]) for config, labels in groups.items()}
+    fig = figures.plot_seeds(curves, groups, means, 0.4, tmp_path / "seeds.png", "acc")
     lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
     thick = [lines[f"{c} (mean of {len(groups[c])})"] for c in groups]
     thin = [line for line in fig.axes[0].get_lines() if line.get_linewidth() < 1]
@@ -576,9 +583,9 @@ def test_seed_plot_draws_thin_seeds_and_a_thick_mean(seed_logs, tmp_path):
 
 
 def test_lines_of_different_runs_stay_distinguishable(logs, tmp_path):
-    frames = {label: report.load_run(path) for label, path in logs.items()}
-    curves = {label: report.validation_curve(f, report.benchmark_columns(f)) for label, f in frames.items()}
-    fig = report.plot(frames, curves, 0.4, tmp_path / "p.png", "acc")
+    frames = {label: readers.load_run(path) for label, path in logs.items()}
+    curves = {label: curve_fns.validation_curve(f, curve_fns.benchmark_columns(f)) for label, f in frames.items()}
+    fig = figures.plot(frames, curves, 0.4, tmp_path / "p.png", "acc")
     for ax in fig.axes:
         runs = [line for line in ax.get_lines() if line.get_label() in curves]
         assert len(runs) == 3
@@ -642,20 +649,13 @@ def test_cli_writes_table_and_plot(logs, tmp_path):
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
 
 
-def test_cli_fails_when_nothing_is_usable(tmp_path):
+def test_cli_fails_when_nothing_is_usable(tmp_path, capsys, caplog):
     bad = tmp_path / "grpo.jsonl"
     bad.write_text("not json\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "recipe.pc.report", str(bad), "--out", str(tmp_path)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": ROOT},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 2 and result.stdout == ""
-    assert f"run grpo skipped: {bad}: line 1: invalid JSON" in result.stderr
-    assert "no usable run" in result.stderr
+    assert report.main([str(bad), "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().out == ""
+    assert f"run grpo skipped: {bad}: line 1: invalid JSON" in caplog.text
+    assert "no usable run" in caplog.text
 
 
 @pytest.fixture(autouse=True)
@@ -666,7 +666,7 @@ def _capture_warnings(caplog):
 def test_a_long_benchmark_list_is_shortened_on_the_axis_but_kept_in_the_caption():
     import argparse
 
-    from recipe.pc.report import _describe
+    from recipe.pc_tools.report import _describe
 
     args = argparse.Namespace(smooth=1)
     few = ["arith_l1", "arith_l2"]
@@ -680,7 +680,7 @@ def test_a_long_benchmark_list_is_shortened_on_the_axis_but_kept_in_the_caption(
 def test_means_table_per_run_and_per_configuration(caplog):
     import pandas as pd
 
-    from recipe.pc.report import means_markdown, means_table
+    from recipe.pc_tools.tables import means_markdown, means_table
 
     def frame(values, extra=None):
         data = {"actor/grad_norm": values, **(extra or {})}
@@ -712,37 +712,37 @@ def test_means_table_per_run_and_per_configuration(caplog):
 def test_sums_table_sums_each_window_and_warns_about_steps_a_run_did_not_log(caplog):
     import pandas as pd
 
-    from recipe.pc.report import sums_markdown, sums_table
+    from recipe.pc_tools.tables import sums_markdown, sums_table
 
     def frame(rounds, extra=None):
         # Step 0 is the validation before training: no training metric there.
-        data = {report.GEN_CALLS: [float("nan"), *rounds], **(extra or {})}
+        data = {names.ROUNDS: [float("nan"), *rounds], **(extra or {})}
         return pd.DataFrame(data, index=pd.Index(range(len(rounds) + 1), name="step"))
 
     frames = {
         "pc_s1": frame([3.0, 1.0, 2.0, 1.0], {"skipped": [float("nan"), 0.0, 0.0, 5.0, 2.5]}),
         "pc_s2": frame([2.0, 2.0]),  # stopped at step 2, and never logged "skipped"
     }
-    table = sums_table(frames, [report.GEN_CALLS, "skipped"], [(1, 2), (3, 4), None]).set_index("run")
-    assert table.loc["pc_s1", f"{report.GEN_CALLS}, steps 1–2"] == 4.0
-    assert table.loc["pc_s1", f"{report.GEN_CALLS}, steps 3–4"] == 3.0
-    assert table.loc["pc_s1", f"{report.GEN_CALLS}, all steps"] == 7.0  # step 0's NaN is not a round
+    table = sums_table(frames, [names.ROUNDS, "skipped"], [(1, 2), (3, 4), None]).set_index("run")
+    assert table.loc["pc_s1", f"{names.ROUNDS}, steps 1–2"] == 4.0
+    assert table.loc["pc_s1", f"{names.ROUNDS}, steps 3–4"] == 3.0
+    assert table.loc["pc_s1", f"{names.ROUNDS}, all steps"] == 7.0  # step 0's NaN is not a round
     assert table.loc["pc_s1", "skipped, steps 3–4"] == 7.5
-    assert pd.isna(table.loc["pc_s2", f"{report.GEN_CALLS}, steps 3–4"])  # nothing logged in the window
+    assert pd.isna(table.loc["pc_s2", f"{names.ROUNDS}, steps 3–4"])  # nothing logged in the window
     assert pd.isna(table.loc["pc_s2", "skipped, all steps"])
     assert "run pc_s2: no skipped logged" in caplog.text
     assert "run pc_s2: skipped logged at" not in caplog.text  # a metric never logged: that one warning, not per window
-    assert f"run pc_s2: {report.GEN_CALLS} logged at 0 of the 2 steps steps 3–4" in caplog.text
+    assert f"run pc_s2: {names.ROUNDS} logged at 0 of the 2 steps steps 3–4" in caplog.text
     assert "run pc_s1:" not in caplog.text
-    assert table.loc["pc_s2", f"{report.GEN_CALLS}, steps 3–4: steps logged"] == 0
-    assert f"{report.GEN_CALLS}, all steps: steps logged" not in table.columns  # no length to compare with
+    assert table.loc["pc_s2", f"{names.ROUNDS}, steps 3–4: steps logged"] == 0
+    assert f"{names.ROUNDS}, all steps: steps logged" not in table.columns  # no length to compare with
     text = sums_markdown(table.reset_index(), [(1, 2), (3, 4), None])
-    calls = report.GEN_CALLS
+    calls = names.ROUNDS
     assert f"| run | {calls}, steps 1–2 | {calls}, steps 3–4 | {calls}, all steps |" in text  # no count columns
     assert "| pc_s1 | 4 | 3 | 7 | 0 | 7.5 | 7.5 |" in text and "| pc_s2 | 4 | — | 4 | — | — | — |" in text
     # A run that stopped inside a window: its sum says how many of the window's steps it covers, here and in the CSV.
-    short = sums_table({"a": frame([1.0, 2.0])}, [report.GEN_CALLS], [(1, 3), (1, 2)])
-    assert short.loc[0, f"{report.GEN_CALLS}, steps 1–3: steps logged"] == 2
+    short = sums_table({"a": frame([1.0, 2.0])}, [names.ROUNDS], [(1, 3), (1, 2)])
+    assert short.loc[0, f"{names.ROUNDS}, steps 1–3: steps logged"] == 2
     assert "| a | 3 (2 of 3 steps) | 3 |" in sums_markdown(short, [(1, 3), (1, 2)])
     # Counts print in full (a 30-step rollout total is not 3.187e+04); fractions to 4 significant digits.
     assert "| x | 31,872 | 0.1235 |" in sums_markdown(pd.DataFrame([{"run": "x", "n": 31872.0, "f": 0.12345}]), [None])
@@ -751,7 +751,7 @@ def test_sums_table_sums_each_window_and_warns_about_steps_a_run_did_not_log(cap
 def test_sum_steps_are_checked_before_any_run_is_read(logs, tmp_path, capsys):
     for bad in ("5:3", "1-4", "a:b", "3", ","):
         with pytest.raises(SystemExit):
-            report.main([*specs(logs), "--sums", report.GEN_CALLS, "--sum-steps", bad, "--out", str(tmp_path)])
+            report.main([*specs(logs), "--sums", names.ROUNDS, "--sum-steps", bad, "--out", str(tmp_path)])
         assert "--sum-steps" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         report.main([*specs(logs), "--sum-steps", "1:2", "--out", str(tmp_path)])
@@ -761,29 +761,29 @@ def test_sum_steps_are_checked_before_any_run_is_read(logs, tmp_path, capsys):
 def test_values_table_reads_each_metric_at_each_step_and_dashes_what_was_not_logged(caplog):
     import pandas as pd
 
-    from recipe.pc.report import values_markdown, values_table
+    from recipe.pc_tools.tables import values_markdown, values_table
 
     steps = pd.Index([0, 1, 2, 3], name="step")
     frames = {
-        "pc_s1": pd.DataFrame({report.GEN_CALLS: [float("nan"), 5.0, 2.0, 1.0], "p": [None, 0.5, 0.49, 0.37]}, steps),
-        "pc_s2": pd.DataFrame({report.GEN_CALLS: [float("nan"), 4.0]}, steps[:2]),  # stopped at step 1, no "p"
+        "pc_s1": pd.DataFrame({names.ROUNDS: [float("nan"), 5.0, 2.0, 1.0], "p": [None, 0.5, 0.49, 0.37]}, steps),
+        "pc_s2": pd.DataFrame({names.ROUNDS: [float("nan"), 4.0]}, steps[:2]),  # stopped at step 1, no "p"
     }
-    table = values_table(frames, [report.GEN_CALLS, "p"], [1, 3]).set_index("run")
-    assert table.loc["pc_s1", f"{report.GEN_CALLS}, step 1"] == 5.0  # that step's value, not a sum or a mean
+    table = values_table(frames, [names.ROUNDS, "p"], [1, 3]).set_index("run")
+    assert table.loc["pc_s1", f"{names.ROUNDS}, step 1"] == 5.0  # that step's value, not a sum or a mean
     assert table.loc["pc_s1", "p, step 3"] == 0.37
-    assert pd.isna(table.loc["pc_s2", f"{report.GEN_CALLS}, step 3"]) and pd.isna(table.loc["pc_s2", "p, step 1"])
+    assert pd.isna(table.loc["pc_s2", f"{names.ROUNDS}, step 3"]) and pd.isna(table.loc["pc_s2", "p, step 1"])
     assert "run pc_s2: no p logged" in caplog.text and "run pc_s1:" not in caplog.text
     text = values_markdown(table.reset_index())
-    assert f"| run | {report.GEN_CALLS}, step 1 | {report.GEN_CALLS}, step 3 | p, step 1 | p, step 3 |" in text
+    assert f"| run | {names.ROUNDS}, step 1 | {names.ROUNDS}, step 3 | p, step 1 | p, step 3 |" in text
     assert "| pc_s1 | 5 | 1 | 0.5 | 0.37 |" in text and "| pc_s2 | 4 | — | — | — |" in text
 
 
 def test_values_and_value_steps_are_checked_before_any_run_is_read(logs, tmp_path, capsys):
     for bad in ("-1", "a", ","):
         with pytest.raises(SystemExit):
-            report.main([*specs(logs), "--values", report.GEN_CALLS, "--value-steps", bad, "--out", str(tmp_path)])
+            report.main([*specs(logs), "--values", names.ROUNDS, "--value-steps", bad, "--out", str(tmp_path)])
         assert "--value-steps" in capsys.readouterr().err
-    for half in (["--values", report.GEN_CALLS], ["--value-steps", "1"]):
+    for half in (["--values", names.ROUNDS], ["--value-steps", "1"]):
         with pytest.raises(SystemExit):
             report.main([*specs(logs), *half, "--out", str(tmp_path)])
         assert "--values and --value-steps go together" in capsys.readouterr().err
@@ -792,7 +792,7 @@ def test_values_and_value_steps_are_checked_before_any_run_is_read(logs, tmp_pat
 def test_at_steps_lists_each_runs_accuracy_and_rollouts(caplog):
     import pandas as pd
 
-    from recipe.pc.report import at_steps_markdown
+    from recipe.pc_tools.tables import at_steps_markdown
 
     curve = pd.DataFrame(
         {"rollouts": [0, 5120, 10240], "accuracy": [0.1, 0.2, 0.4], "smoothed": [0.1, 0.15, 0.3]},
@@ -808,8 +808,8 @@ def test_extra_tables_cover_only_the_runs_the_main_table_used(logs, tmp_path, ca
     for i, step in enumerate(sorted(RUNS["pc"]["val"])):  # every validation lacks one benchmark: no usable point
         rows[step].pop(AIME if i % 2 else MATH)
     partial = write_wandb_json(tmp_path / "partial.json", rows)
-    extra = ["--means", "actor/pg_loss", "--at-steps", "2", "--sums", report.GEN_CALLS, "--sum-steps", "1:3,4:6"]
-    extra += ["--values", report.GEN_CALLS, "--value-steps", "2"]
+    extra = ["--means", "actor/pg_loss", "--at-steps", "2", "--sums", names.ROUNDS, "--sum-steps", "1:3,4:6"]
+    extra += ["--values", names.ROUNDS, "--value-steps", "2"]
     code, stdout, table = run_main([*specs(logs, ("grpo", "pc")), f"pc2={partial}", *extra], tmp_path, capsys)
     assert code == 0 and table["run"].tolist() == ["grpo", "pc"]
     means = (tmp_path / "out" / "means_table.md").read_text()
@@ -833,16 +833,18 @@ def test_extra_tables_cover_only_the_runs_the_main_table_used(logs, tmp_path, ca
 
 
 def test_accuracy_at_rollouts_interpolates_between_validation_points_and_never_extrapolates(logs):
-    curves = {label: report.validation_curve(report.load_run(logs[label]), {"a": AIME, "m": MATH}) for label in logs}
+    curves = {
+        label: curve_fns.validation_curve(readers.load_run(logs[label]), {"a": AIME, "m": MATH}) for label in logs
+    }
     budgets = [150, 300, 500]
     # grpo: 0.2, 0.3, 0.4, 0.3 at 0, 200, 400, 600 rollouts; pc: 0.2, 0.4, 0.5, 0.45 at 0, 100, 200, 300.
-    assert report.accuracy_at_rollouts(curves["grpo"], budgets) == pytest.approx([0.275, 0.35, 0.35])
-    pc = report.accuracy_at_rollouts(curves["pc"], budgets)
+    assert curve_fns.accuracy_at_rollouts(curves["grpo"], budgets) == pytest.approx([0.275, 0.35, 0.35])
+    pc = curve_fns.accuracy_at_rollouts(curves["pc"], budgets)
     assert pc[:2] == pytest.approx([0.45, 0.45]) and pc[2] is None  # 500 is past pc's last point (300)
     # dapo: 0.2, 0.25, 0.4, 0.45 at 0, 300, 600, 900.
-    assert report.accuracy_at_rollouts(curves["dapo"], budgets) == pytest.approx([0.225, 0.25, 0.35])
+    assert curve_fns.accuracy_at_rollouts(curves["dapo"], budgets) == pytest.approx([0.225, 0.25, 0.35])
     late = curves["grpo"].iloc[1:]  # a curve that starts at 200 rollouts has no value before it
-    assert report.accuracy_at_rollouts(late, [100, 200]) == [None, pytest.approx(0.3)]
+    assert curve_fns.accuracy_at_rollouts(late, [100, 200]) == [None, pytest.approx(0.3)]
 
 
 def test_at_rollouts_gives_a_configurations_mean_only_where_every_seed_got_that_far():
@@ -854,12 +856,12 @@ def test_at_rollouts_gives_a_configurations_mean_only_where_every_seed_got_that_
         "pc_s2": curve([0, 120], [0.1, 0.4]),  # stopped at 120 rollouts
         "grpo": curve([0, 200], [0.1, 0.3]),
     }
-    table = report.at_rollouts_table(curves, {"pc": ["pc_s1", "pc_s2"], "grpo": ["grpo"]}, [100, 200])
+    table = tables.at_rollouts_table(curves, {"pc": ["pc_s1", "pc_s2"], "grpo": ["grpo"]}, [100, 200])
     pc = table[table["configuration"] == "pc"].to_dict("records")
     assert pc[0]["runs_there"] == 2 and pc[0]["mean"] == pytest.approx((0.3 + 0.1 + 0.3 * 100 / 120) / 2)
     assert (pc[0]["min"], pc[0]["max"]) == (pytest.approx(0.3), pytest.approx(0.35))
     assert pc[1]["runs_there"] == 1 and pd.isna(pc[1]["mean"]) and pc[1]["values"] == "0.5000,"
-    text = report.at_rollouts_markdown(table, [100, 200])
+    text = tables.at_rollouts_markdown(table, [100, 200])
     assert "| pc | 2 | 0.325 (0.300–0.350) | — (1 of 2) |" in text
     assert "| grpo | 1 | 0.200 | 0.300 |" in text
 
@@ -894,18 +896,18 @@ def test_the_interpolated_mean_pairs_seeds_at_equal_rollouts_linear_between_thei
         "a_s2": linear_curve([0, 1500, 3000], [0.1, 0.4, 0.4]),  # a step apart in rollouts from a_s1
     }
     # At every seed's points within 0..2000 (a_s1's end): a_s2 is 0.3 at 1000, a_s1 0.4 at 1500.
-    mean = report.interpolated_mean_curve(list(curves.values()))
+    mean = curve_fns.interpolated_mean_curve(list(curves.values()))
     assert mean["rollouts"].tolist() == [0, 1000, 1500, 2000]
     assert mean["smoothed"].tolist() == pytest.approx([0.1, 0.3, 0.4, 0.45])
     # 1250 lies between both seeds' points: 0.35 each (a step rule would read 0.3 and 0.1); 2500 is past a_s1's end.
-    table = report.interpolated_table(curves, {"a": ["a_s1", "a_s2"]}, "a", [1250, 2500])
+    table = intervals.interpolated_table(curves, {"a": ["a_s1", "a_s2"]}, "a", [1250, 2500])
     assert table.loc[0, "accuracy_at_1250"] == pytest.approx(0.35) and pd.isna(table.loc[0, "accuracy_at_2500"])
     assert table.loc[0, ["peak_mean_accuracy", "rollouts_to_target", "rollouts_ratio_vs_a"]].tolist() == [
         pytest.approx(0.45),
         2000,
         1.0,
     ]
-    text = report.interpolated_markdown(table, [1250, 2500], "a", "caption")
+    text = intervals.interpolated_markdown(table, [1250, 2500], "a", "caption")
     assert "| a | 2 | 0.350 | not reached | 0.4500 | 2,000 | 1.00× |" in text
 
 
@@ -927,15 +929,15 @@ CROSSING_RUNS = {
 )
 def test_crossings_are_linear_between_points_and_the_ratio_is_their_quotient(target, crossings):
     curves = {label: linear_curve([0, 1000, 2000], accuracy) for label, accuracy in CROSSING_RUNS.items()}
-    groups = report.seed_groups(list(curves))
-    table = report.interpolated_table(curves, groups, "base", [], target).set_index("configuration")
+    groups = curve_fns.seed_groups(list(curves))
+    table = intervals.interpolated_table(curves, groups, "base", [], target).set_index("configuration")
     assert table["target"].tolist() == pytest.approx([target or 0.4] * 2)
     assert table["rollouts_to_target"].tolist() == pytest.approx(crossings)
     assert table["rollouts_ratio_vs_base"].tolist() == pytest.approx([1.0, 1.5])
     # The bootstrap's crossing on arrays is equal_accuracy_table's rule (_interpolate_reach) on the mean curve.
-    new = report.interpolated_mean_curve([curves["new_s1"], curves["new_s2"]])
-    assert report._interpolate_reach(new, target or 0.4)[1] == pytest.approx(crossings[1])
-    ratio = report.intervals_table(curves, groups, "base", [], target, resamples=200).iloc[0]
+    new = curve_fns.interpolated_mean_curve([curves["new_s1"], curves["new_s2"]])
+    assert curve_fns.interpolate_reach(new, target or 0.4)[1] == pytest.approx(crossings[1])
+    ratio = intervals.intervals_table(curves, groups, "base", [], target, resamples=200).iloc[0]
     assert (ratio["measure"], ratio["estimate"]) == ("ratio", pytest.approx(1.5))
     assert [ratio["value"], ratio["baseline_value"]] == pytest.approx(crossings[::-1])
 
@@ -957,7 +959,7 @@ OFFSETS = [-0.02, -0.01, 0.0, 0.01, 0.02]  # seed-to-seed spread, the same in bo
 def test_a_configuration_shifted_by_005_differs_by_005_with_an_interval_about_it():
     curves = shifted_seeds(0.05, OFFSETS)
     budgets = [9216, 12000]  # a baseline validation point; between points of every run
-    table = report.intervals_table(curves, report.seed_groups(list(curves)), "grpo", budgets)
+    table = intervals.intervals_table(curves, curve_fns.seed_groups(list(curves)), "grpo", budgets)
     rows = table[table["measure"] == "difference"]
     assert rows["rollouts"].tolist() == budgets
     base = [[0.2 + 1e-5 * b + offset for offset in OFFSETS] for b in budgets]  # every grpo run's own value
@@ -976,7 +978,7 @@ def test_a_configuration_shifted_by_005_differs_by_005_with_an_interval_about_it
 
 def test_identical_configurations_differ_by_0_with_p_1():
     curves = shifted_seeds(0.0, OFFSETS)
-    table = report.intervals_table(curves, report.seed_groups(list(curves)), "grpo", [12000], resamples=2000)
+    table = intervals.intervals_table(curves, curve_fns.seed_groups(list(curves)), "grpo", [12000], resamples=2000)
     difference, ratio = table.to_dict("records")
     assert difference["estimate"] == pytest.approx(0, abs=1e-12) and difference["p_value"] == 1.0
     assert difference["low"] < 0 < difference["high"]
@@ -984,13 +986,13 @@ def test_identical_configurations_differ_by_0_with_p_1():
 
 
 def test_the_exact_permutation_test_counts_both_tails_of_every_split():
-    separated = report.permutation_p(np.arange(5.0), np.arange(5.0, 10.0))
+    separated = intervals.permutation_p(np.arange(5.0), np.arange(5.0, 10.0))
     assert separated == pytest.approx(2 / 252)  # a one-sided test would give 1/252
     # {0, 1} against {2, 3}: of the 6 splits, differences -2, -1, 0, 0, 1, 2; |d| >= 2 twice.
-    assert report.permutation_p(np.array([0.0, 1.0]), np.array([2.0, 3.0])) == pytest.approx(2 / 6)
+    assert intervals.permutation_p(np.array([0.0, 1.0]), np.array([2.0, 3.0])) == pytest.approx(2 / 6)
     # One run against three: differences -2, -2/3, 2/3, 2 for 0, 1, 2, 3 alone.
-    assert report.permutation_p(np.array([0.0]), np.array([1.0, 2.0, 3.0])) == pytest.approx(2 / 4)
-    assert report.permutation_p(np.array([0.3, 0.3]), np.array([0.3, 0.3])) == 1.0
+    assert intervals.permutation_p(np.array([0.0]), np.array([1.0, 2.0, 3.0])) == pytest.approx(2 / 4)
+    assert intervals.permutation_p(np.array([0.3, 0.3]), np.array([0.3, 0.3])) == 1.0
 
 
 def test_a_configuration_that_misses_the_target_in_some_resamples_has_an_infinite_upper_end():
@@ -1002,12 +1004,12 @@ def test_a_configuration_that_misses_the_target_in_some_resamples_has_an_infinit
         "never_s1": linear_curve([0, 1000, 2000], [0.1, 0.2, 0.3]),
         "never_s2": linear_curve([0, 1000, 2000], [0.1, 0.3, 0.2]),
     }
-    table = report.intervals_table(curves, report.seed_groups(list(curves)), "base", [])
+    table = intervals.intervals_table(curves, curve_fns.seed_groups(list(curves)), "base", [])
     new, never = table.to_dict("records")
     # new's resamples: both new_s1 (a quarter) reach 0.4 at 1250, one of each (a half) at 1500, both new_s2 never.
     assert (new["estimate"], new["low"], new["high"]) == (pytest.approx(1.5), pytest.approx(1.25), np.inf)
     assert never["value"] == never["estimate"] == never["low"] == never["high"] == np.inf
-    text = report.intervals_markdown(table, "base", "peak", "method")
+    text = intervals.intervals_markdown(table, "base", "peak", "method")
     assert "| new | rollouts to target | 1,500 | 1,000 | 1.50× | [1.25×, ∞] | — |  |  |" in text
     assert "| never | rollouts to target | not reached | 1,000 | not reached | [∞, ∞] | — |  |  |" in text
 
@@ -1020,7 +1022,7 @@ def test_the_target_is_the_resampled_baselines_peak_in_each_resample():
         "new_s2": linear_curve([0, 1000, 2000], [0.1, 0.3, 0.5]),
     }
     # base reaches its resample's peak at 1000 in every resample; new reaches 0.3, 0.4 or 0.5 at 1000, 1500 or 2000.
-    (ratio,) = report.intervals_table(curves, report.seed_groups(list(curves)), "base", []).to_dict("records")
+    (ratio,) = intervals.intervals_table(curves, curve_fns.seed_groups(list(curves)), "base", []).to_dict("records")
     assert (ratio["estimate"], ratio["low"], ratio["high"]) == (pytest.approx(1.5), 1.0, 2.0)
 
 

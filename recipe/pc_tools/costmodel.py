@@ -23,7 +23,8 @@ prompt's history. With fixed pass rates a prompt never solved stays unsolved, so
 nothing is evicted: the simulated saving from skipping is optimistic for a policy that learns.
 All three leave out what a fixed pass-rate table cannot describe: the policy improving, eviction of
 solved prompts, and epoch-end effects. A step cut at ``max_num_gen_batches`` rounds trains on what
-it collected (the trainer does so once it has ``min_train_prompts``).
+it collected (the trainer does so once it has ``min_train_prompts``). Unset fields of a configuration
+take the trainer YAML's values (``recipe.pc_tools.defaults``): the band, staleness bound and round limit.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from recipe.pc.replay_buffer import PilotReplayBuffer
 from recipe.pc.settings import PCSettings
 from recipe.pc.stages.downsample import downsample_rows
 from recipe.pc.stages.skip import PromptSkipper, SkipRule, admit
+from recipe.pc_tools.defaults import DAPO_MAX_ROUNDS, MAX_OFF_STEPS, MAX_ROUNDS, P_LOWER, P_UPPER, SKIP
 
 # Expected rounds per step above which a step is reported as never filling (inf).
 _MAX_EXPECTED_ROUNDS = 2000
@@ -78,7 +80,7 @@ class DAPO:
     n: int
     gen_batch_size: int
     train_batch_size: int
-    max_num_gen_batches: int = 0  # <= 0: unlimited
+    max_num_gen_batches: int = DAPO_MAX_ROUNDS  # <= 0: unlimited
     downsample_n: int | None = None  # PODS: generated per group, the n with the most spread kept
 
     @property
@@ -94,10 +96,10 @@ class PilotCommit:
     n_commit: int
     gen_batch_size: int
     train_batch_size: int
-    p_lower: float = 0.125
-    p_upper: float = 0.25
-    buffer_max_off_steps: int = 4
-    max_num_gen_batches: int = 0  # <= 0: unlimited
+    p_lower: float = P_LOWER
+    p_upper: float = P_UPPER
+    buffer_max_off_steps: int = MAX_OFF_STEPS
+    max_num_gen_batches: int = MAX_ROUNDS  # <= 0: unlimited
     screen_n: int | None = None  # screening: this many pilot rollouts first, the rest only if they disagree
     downsample_n: int | None = None  # PODS: generated per commit, the n_commit with the most spread kept
 
@@ -188,22 +190,14 @@ def _check(pass_rates, config: Config) -> np.ndarray:
 
 # GRESO skipping (issue #10) is not modelled: it acts on a prompt's history, which a pass-rate table has not got.
 # Screening and down-sampling are (the configurations' screen_n and downsample_n).
-SKIP_OFF = {
-    "skip_enable": False,
-    "skip_explore_floor": 0.01,
-    "skip_p_init": 0.5,
-    "skip_p_step": 0.01,
-    "skip_p_min": 0.05,
-    "skip_p_max": 0.95,
-    "skip_target_zero_variance": 0.25,
-}
+SKIP_OFF = {"skip_enable": False, **{f"skip_{key}": value for key, value in SKIP.items()}}
 
 
 def _settings(config: Config) -> PCSettings:
     if isinstance(config, GRPO):
         # One round fills a GRPO step (with skipping too: its rounds are full); the limit is the trainer's default
-        # algorithm.max_num_gen_batches, 10.
-        method, n_pilot, n_commit, gen, rounds = "grpo", 1, config.n, config.train_batch_size, 10
+        # algorithm.max_num_gen_batches.
+        method, n_pilot, n_commit, gen, rounds = "grpo", 1, config.n, config.train_batch_size, MAX_ROUNDS
         band, screen = (0.0, 0.0, 0), None
     elif isinstance(config, DAPO):
         method, n_pilot, n_commit, gen = "dapo", 1, config.n, config.gen_batch_size

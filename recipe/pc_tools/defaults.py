@@ -1,0 +1,20 @@
+"""The tools' defaults for Pilot-Commit keys, read from the trainer's YAML (``recipe/pc/config/pc_trainer.yaml``,
+through ``recipe.pc.settings.yaml_defaults``), so that a prediction made with no option models the trainer run with
+no override."""
+
+from __future__ import annotations
+
+from omegaconf import OmegaConf
+
+from recipe.pc.settings import yaml_defaults
+
+_ALGORITHM = yaml_defaults().algorithm
+
+P_LOWER: float = _ALGORITHM.diversity_threshold_lower  # algorithm.diversity_threshold_lower
+P_UPPER: float = _ALGORITHM.diversity_threshold_upper  # algorithm.diversity_threshold_upper
+MAX_OFF_STEPS: int = _ALGORITHM.buffer_max_off_steps  # algorithm.buffer_max_off_steps
+MAX_ROUNDS: int = _ALGORITHM.max_num_gen_batches  # algorithm.max_num_gen_batches (<= 0: unlimited)
+DAPO_MAX_ROUNDS: int = _ALGORITHM.filter_groups.max_num_gen_batches  # DAPO reads this one instead
+AGG_METRIC: str = _ALGORITHM.agg_metric  # the per-rollout metric of the pilot band and the filters
+# algorithm.skip.* less ``enable``: the fields of recipe.pc.stages.skip.SkipRule.
+SKIP: dict = {k: v for k, v in OmegaConf.to_container(_ALGORITHM.skip).items() if k != "enable"}
