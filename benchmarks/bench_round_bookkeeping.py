@@ -253,7 +253,7 @@ def run_shape(args, prompt_len: int, response_len: int) -> dict:
             gen_before, start = trainer.async_rollout_manager.seconds, time.perf_counter()
             contribution = trainer._run_round(next(batches), tally, [], {})
             batch = trainer._assemble_training_batch([contribution], tally)
-            trainer.allocator.buffer.flush_stale(trainer.global_steps, trainer.pc.buffer_max_off_steps)
+            trainer.allocator.buffer.flush_stale(trainer.global_steps, trainer.pc.buffer.max_off_steps)
             elapsed = time.perf_counter() - start - (trainer.async_rollout_manager.seconds - gen_before)
             round_seconds.append(elapsed)
             phases.close_round(elapsed)

@@ -41,12 +41,12 @@ class OldAssemblyAllocator(PilotCommitAllocator):
     def _park_in_buffer(self, pilot_rows, prompts, first_rows, prompt_ids, values, step):
         from recipe.pc.allocation import group_rows
 
-        prompt_pos = first_rows // self.pc.n_pilot
-        rows = group_rows(first_rows, self.pc.n_pilot)
+        prompt_pos = first_rows // self.pc.pilot.n
+        rows = group_rows(first_rows, self.pc.pilot.n)
         kept_prompts = prompts.select_idxs(prompt_pos)
         kept_prompts.meta_info = {}
-        pilot_round = OldPilotRound(kept_prompts, pilot_rows.select_idxs(rows), self.pc.n_pilot)
-        group_values = values[rows].reshape(-1, self.pc.n_pilot)
+        pilot_round = OldPilotRound(kept_prompts, pilot_rows.select_idxs(rows), self.pc.pilot.n)
+        group_values = values[rows].reshape(-1, self.pc.pilot.n)
         for position, prompt_id in enumerate(prompt_ids.tolist()):
             self.buffer.add(prompt_id, OldPilotRef(pilot_round, position), group_values[position], step)
 

@@ -9,6 +9,7 @@ import pytest
 from conftest import ROOT, compose_pc_config
 
 from recipe.pc.main_pc import preflight
+from recipe.pc.parallel import check_parallel_sizes
 from recipe.pc.settings import PCConfigError, PCSettings
 
 PC_KEYS = [
@@ -60,9 +61,9 @@ def test_entry_point_prints_composed_config_without_gpu():
 
 def test_defaults_read_into_settings():
     settings = PCSettings.from_config(compose_pc_config(["data.train_batch_size=16", "data.seed=3"]))
-    assert settings.gen_batch_size == 16 and settings.n_pilot_effective == settings.n_pilot == 8
+    assert settings.gen_batch_size == 16 and settings.pilot.n_effective == settings.pilot.n == 8
     assert settings.group_size == 16 and settings.train_rows == 256
-    assert settings.seed == 3 and settings.evict_threshold == 1.0
+    assert settings.seed == 3 and settings.pilot.evict_threshold == 1.0
 
 
 @pytest.mark.parametrize(
@@ -90,11 +91,11 @@ def test_bad_values_name_their_key(override, match):
 
 def test_parallel_size_checks():
     settings = PCSettings.from_config(compose_pc_config(["data.train_batch_size=16"]))
-    settings.check_parallel_sizes(dp_size=8, ppo_mini_batch_size=4)  # 256 rows, mini 32 rows
+    check_parallel_sizes(settings, dp_size=8, ppo_mini_batch_size=4)  # 256 rows, mini 32 rows
     with pytest.raises(PCConfigError, match="data-parallel"):
-        settings.check_parallel_sizes(dp_size=3, ppo_mini_batch_size=4)
+        check_parallel_sizes(settings, dp_size=3, ppo_mini_batch_size=4)
     with pytest.raises(PCConfigError, match="ppo_mini_batch_size=3"):
-        settings.check_parallel_sizes(dp_size=1, ppo_mini_batch_size=3)
+        check_parallel_sizes(settings, dp_size=1, ppo_mini_batch_size=3)
 
 
 @pytest.mark.parametrize(
@@ -133,9 +134,9 @@ def test_typed_values_parse_strictly():
             ]
         )
     )
-    assert settings.carry_over_epoch is False
-    assert settings.evict_threshold == 1.0 and isinstance(settings.evict_threshold, float)
-    assert settings.min_train_prompts is None and settings.n_pilot_effective == 6
+    assert settings.reference.carry_over_epoch is False
+    assert settings.pilot.evict_threshold == 1.0 and isinstance(settings.pilot.evict_threshold, float)
+    assert settings.min_train_prompts is None and settings.pilot.n_effective == 6
     dapo = PCSettings.from_config(
         compose_pc_config(
             ["algorithm.rollout_allocation=dapo", "algorithm.filter_groups.metric=score", "algorithm.agg_metric=acc"]

@@ -22,7 +22,8 @@ from verl.workers.engine.utils import prepare_micro_batches
 
 import recipe.pc.pc_ray_trainer as pc_trainer_module
 from recipe.pc.main_pc import _check_pc, preflight
-from recipe.pc.settings import MicroBatch, MicroBatches, PCConfigError, PCSettings, micro_batches
+from recipe.pc.parallel import MicroBatch, MicroBatches, check_parallel_sizes, micro_batches, trainable_unit
+from recipe.pc.settings import PCConfigError, PCSettings
 
 ARR = "actor_rollout_ref"
 LOG_PROB = f"{ARR}.rollout.log_prob_micro_batch_size_per_gpu"
@@ -61,8 +62,8 @@ def smoke_config(*extra):
 
 def check(cfg, dp, ref_dp=None):
     settings = PCSettings.from_config(cfg)
-    settings.check_parallel_sizes(
-        dp, int(cfg.actor_rollout_ref.actor.ppo_mini_batch_size), micro_batches(cfg, dp, ref_dp)
+    check_parallel_sizes(
+        settings, dp, int(cfg.actor_rollout_ref.actor.ppo_mini_batch_size), micro_batches(cfg, dp, ref_dp)
     )
 
 
@@ -141,11 +142,11 @@ BASE_SETTINGS = PCSettings.from_config(compose_pc_config([]))
 def test_trainable_unit_accounts_for_the_log_prob_micro_size():
     settings = PCSettings.from_config(smoke_config())
     # 4 prompts = 32 rows fill one mini-batch of 32; a log-prob micro size of 64 at dp 1 needs 8 prompts.
-    assert settings.trainable_unit(1, 8) == 4
-    assert settings.trainable_unit(1, 8, MicroBatches((MicroBatch(LOG_PROB, 64, 1),))) == 8
-    assert settings.trainable_unit(1, 8, MicroBatches((MicroBatch(LOG_PROB, None, 1),))) == 4
+    assert trainable_unit(settings, 1, 8) == 4
+    assert trainable_unit(settings, 1, 8, MicroBatches((MicroBatch(LOG_PROB, 64, 1),))) == 8
+    assert trainable_unit(settings, 1, 8, MicroBatches((MicroBatch(LOG_PROB, None, 1),))) == 4
     # A reference model on 2 ranks with micro 32 needs 64 rows too.
-    assert settings.trainable_unit(1, 8, MicroBatches((MicroBatch(REF, 32, 2),))) == 8
+    assert trainable_unit(settings, 1, 8, MicroBatches((MicroBatch(REF, 32, 2),))) == 8
 
 
 @hypothesis_settings(max_examples=400)
@@ -179,10 +180,10 @@ def test_every_batch_an_accepted_config_can_train_splits_under_verl(
         (MicroBatch(LOG_PROB, log_prob, dp), MicroBatch(REF, ref, ref_dp)), MicroBatch(UPDATE, update, dp)
     )
     try:
-        settings.check_parallel_sizes(dp, mini, micro)
+        check_parallel_sizes(settings, dp, mini, micro)
     except PCConfigError:
         return
-    unit = settings.trainable_unit(dp, mini, micro)
+    unit = trainable_unit(settings, dp, mini, micro)
     assert batch % unit == 0
     mini_rows = mini * settings.mini_batch_multiplier
     assert verl_splits(mini_rows // dp, update)

@@ -15,6 +15,7 @@ from conftest import ROOT, compose_pc_config
 from omegaconf import OmegaConf
 from test_train_scripts import PAPER_SCRIPTS
 
+from recipe.pc.parallel import check_parallel_sizes
 from recipe.pc.settings import PCSettings
 
 PRESETS = ("reference", "improved")
@@ -111,7 +112,7 @@ def test_paper_script_sets_every_table_row_under_both_presets(script, tmp_path):
         assert cfg.trainer.experiment_name == f"{script[:-3]}-{preset}"
         settings = PCSettings.from_config(cfg)
         dp = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
-        settings.check_parallel_sizes(dp, cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
+        check_parallel_sizes(settings, dp, cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
 
 
 def test_reference_pc_steps_split_into_five_full_and_one_third_mini_batch(tmp_path):

@@ -90,12 +90,12 @@ def test_each_run_composes_as_its_name_says(name, mix, script, overrides, data_r
     assert want["mix"] == mix, f"{name}: its name says mix {want['mix']!r}, its line {mix!r}"
     assert settings.method == {"grpo": "grpo", "dapo": "dapo", "pc": "pilot_commit"}[want["algo"]]
     if want["algo"] == "pc":
-        assert (settings.n_pilot, settings.n_commit) == (int(want["a"]), int(want["b"]))
+        assert (settings.pilot.n, settings.n_commit) == (int(want["a"]), int(want["b"]))
     assert settings.group_size == int(want["a"]) + int(want["b"] or 0)
     # The stages are on exactly where the name says (#10: screening, GRESO skipping, PODS down-sampling).
-    assert settings.screen_n == (int(want["screen"]) if want["screen"] else None)
-    assert settings.skip_enable == bool(want["skip"])
-    assert settings.downsample_n == (int(want["ds"]) if want["ds"] else None)
+    assert settings.pilot.screen_n == (int(want["screen"]) if want["screen"] else None)
+    assert settings.skip.enable == bool(want["skip"])
+    assert settings.downsample.n == (int(want["ds"]) if want["ds"] else None)
     assert cfg.data.seed == int(want["seed"]) and cfg.data.train_files.startswith(str(data_root / mix))
     # launch.sh starts every line with STEPS=30; a line's own trainer.total_training_steps comes later and wins.
     assert cfg.trainer.total_training_steps == (int(want["steps"]) if want["steps"] else 30)

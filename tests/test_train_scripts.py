@@ -17,6 +17,7 @@ import yaml
 from conftest import ROOT
 from omegaconf import OmegaConf
 
+from recipe.pc.parallel import check_parallel_sizes
 from recipe.pc.settings import PCSettings
 
 SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -91,7 +92,7 @@ def test_paper_script_composes_and_validates(script, data_dir):
     assert settings.group_size == expected_group
     assert settings.train_batch_size == 128
     dp = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
-    settings.check_parallel_sizes(dp, cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
+    check_parallel_sizes(settings, dp, cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
     validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     assert cfg.data.train_files.startswith(data_dir + "/")
     assert len(cfg.data.val_files) == 7
@@ -144,7 +145,7 @@ def test_one_gpu_script_composes_and_validates(script, method, group, data_dir, 
     OmegaConf.resolve(cfg)
     settings = PCSettings.from_config(cfg)
     assert (settings.method, settings.group_size) == (method, group)
-    settings.check_parallel_sizes(1, cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
+    check_parallel_sizes(settings, 1, cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
     validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     # RAY_TMP: a side-by-side job on a Ray head of its own (tests/test_side_by_side_ray.py), so the driver only
     # connects: no CPU count, no temp dir of the driver's.

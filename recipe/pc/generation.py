@@ -114,7 +114,6 @@ class GenerationMixin:
             rows = self._with_rewards(side, output.slice(start, start + len(side)))
             start += len(side)
             self._tag_rollouts(rows, is_pilot=request.kind == PILOT)
-            step.count_generated(request.kind, len(rows))
             generated[request.name] = rows
         self._dump_rollouts(requests, generated, extra_keys, step.timing)
         return generated

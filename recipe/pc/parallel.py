@@ -136,9 +136,7 @@ def check_parallel_sizes(
             "(or algorithm.partial_mini_batch=true for the reference's partial last mini-batch)"
         )
     micro = micro or MicroBatches()
-    whole = (
-        f"data.train_batch_size * group size = {pc.train_batch_size} * {pc.group_size} = {rows} rows a step{note}"
-    )
+    whole = f"data.train_batch_size * group size = {pc.train_batch_size} * {pc.group_size} = {rows} rows a step{note}"
     for m in micro.set_step():
         if rows % m.dp_size:
             raise PCConfigError(f"{whole} do not split over {m.dp_size} data-parallel ranks ({m.key})")

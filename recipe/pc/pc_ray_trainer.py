@@ -39,7 +39,7 @@ from recipe.pc.parallel import MicroBatches, check_parallel_sizes, micro_batches
 from recipe.pc.rollout_dump import discard_after
 from recipe.pc.settings import PCConfigError, PCSettings
 from recipe.pc.stages.prompt_filter import make_prompt_filter
-from recipe.pc.step import RunCounters, StepState
+from recipe.pc.step import RunCounters, StepState, run_round
 from recipe.pc.update import UpdateMixin
 
 # Its level comes from the "recipe.pc" package logger (PC_LOGGING_LEVEL, set in the TaskRunner).
@@ -157,14 +157,16 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         """One round: the allocator's plan in one generation call; its result folded into the step."""
         with marked_timer("step", step.timing):
             prompts = self._start_round(prompts, step)
-            view = step.view(self.global_steps, self.pc.train_batch_size)
-            plan = self.allocator.plan(prompts, view)
-            with marked_timer("gen", step.timing, color="red"):
-                generated = self._generate(plan.requests, step)
-            with marked_timer(self.allocator.filter_timer, step.timing):
-                result = self.allocator.absorb(plan, generated, view)
-            step.fold(result)
-            self.prompt_filter.observe(result)
+            run_round(
+                self.allocator,
+                self.prompt_filter,
+                step,
+                prompts,
+                self.global_steps,
+                self.pc.train_batch_size,
+                generate=lambda requests: self._generate(requests, step),
+                timer=lambda name: marked_timer(name, step.timing),
+            )
 
     def _start_round(self, prompts: DataProto, step: StepState) -> DataProto:
         """Count a new round and give its prompts uids."""

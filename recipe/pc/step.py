@@ -1,17 +1,21 @@
-"""The state of one optimizer step while its rounds run, and the counters of the whole run.
+"""The state of one optimizer step while its rounds run, one round of it, and the counters of the whole run.
 
 ``StepState`` is everything a step has generated, counted and collected, folded in round by round from the
-allocators' ``RoundResult``; the trainer starts a fresh one after each logged step. ``RunCounters`` are the running
-totals that go into every step's metrics and into checkpoints.
+allocators' ``RoundResult``; the trainer starts a fresh one after each logged step. ``run_round`` is a round, the
+same for the trainer (which generates on the GPU) and the cost model's simulator (Bernoulli rollouts).
+``RunCounters`` are the running totals that go into every step's metrics and into checkpoints.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
+from verl import DataProto
 
-from recipe.pc.allocators.base import PILOT, RoundResult, StepView
+from recipe.pc.allocators.base import PILOT, Allocator, Request, RoundResult, StepView
 from recipe.pc.compact import Segment
 
 
@@ -87,6 +91,31 @@ class StepState:
             downsampled_rollouts=self.downsampled_rollouts,
             timing=self.timing,
         )
+
+
+def run_round(
+    allocator: Allocator,
+    prompt_filter,
+    state: StepState,
+    prompts: DataProto,
+    step: int,
+    target: int,
+    generate: Callable[[tuple[Request, ...]], dict[str, DataProto]],
+    timer: Callable[[str], AbstractContextManager] = lambda name: nullcontext(),
+) -> RoundResult:
+    """One round: the allocator's plan for ``prompts``, generated in one call, absorbed and folded into ``state``;
+    the prompt filter sees the result. ``target``: the step's prompts; ``timer(name)`` times generation and absorb."""
+    view = state.view(step, target)
+    plan = allocator.plan(prompts, view)
+    with timer("gen"):
+        generated = generate(plan.requests)
+    for request in plan.requests:
+        state.count_generated(request.kind, len(generated[request.name]))
+    with timer(allocator.filter_timer):
+        result = allocator.absorb(plan, generated, view)
+    state.fold(result)
+    prompt_filter.observe(result)
+    return result
 
 
 @dataclass

@@ -13,14 +13,13 @@ Three ways to get the numbers, each returning a :class:`Prediction`:
 * :func:`predict_at_filter_rate` — the analytic model at a given share of candidates passing the filter
   (e.g. a run's logged one), which is all the rounds depend on: it separates a wrong pass-rate input
   from the model's own error.
-* :func:`simulate` — Monte Carlo that drives the trainer's own policy code (``classify_pilot``,
-  ``classify_by_spread``, ``commit_size``, ``PilotReplayBuffer``, ``downsample_rows``, ``PromptSkipper``) with
-  Bernoulli rollouts and a shuffled dataloader over the prompts, to check the analytic numbers.
+* :func:`simulate` — Monte Carlo that drives the trainer's own allocator and prompt filter (its rounds are the
+  trainer's ``run_round``) with Bernoulli rollouts and a shuffled dataloader over the prompts, to check the analytic
+  numbers (``recipe.pc_tools.simulate``).
 
-Of #10's allocator stages they model screening pilots (``screen_n``) and PODS down-sampling
-(``downsample_n``); GRESO skipping (``simulate(..., skip=SkipRule())``) only the simulator, as it acts on each
-prompt's history. With fixed pass rates a prompt never solved stays unsolved, so its skips are never wrong, and
-nothing is evicted: the simulated saving from skipping is optimistic for a policy that learns.
+Of the allocator stages they model screening pilots (``screen_n``) and PODS down-sampling (``downsample_n``); GRESO
+skipping (``simulate(..., skip=SKIP)``) only the simulator, as it acts on each prompt's history. With fixed pass
+rates a prompt never solved stays unsolved, so its skips are never wrong, and nothing is evicted: the simulated saving from skipping is optimistic for a policy that learns.
 All three leave out what a fixed pass-rate table cannot describe: the policy improving, eviction of
 solved prompts, and epoch-end effects. A step cut at ``max_num_gen_batches`` rounds trains on what
 it collected (the trainer does so once it has ``min_train_prompts``). Unset fields of a configuration
@@ -33,20 +32,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from omegaconf import OmegaConf
 
-from recipe.pc.allocation import (
-    GroupStats,
-    classify_by_spread,
-    classify_pilot,
-    commit_size,
-    group_stats,
-    subset_stats,
-)
-from recipe.pc.replay_buffer import PilotReplayBuffer
-from recipe.pc.settings import PCSettings
-from recipe.pc.stages.downsample import downsample_rows
-from recipe.pc.stages.skip import PromptSkipper, SkipRule, admit
-from recipe.pc_tools.defaults import DAPO_MAX_ROUNDS, MAX_OFF_STEPS, MAX_ROUNDS, P_LOWER, P_UPPER, SKIP
+from recipe.pc.settings import PCSettings, SkipSettings, yaml_defaults
+from recipe.pc_tools.defaults import DAPO_MAX_ROUNDS, MAX_OFF_STEPS, MAX_ROUNDS, P_LOWER, P_UPPER
+from recipe.pc_tools.simulate import simulate_totals
 
 # Expected rounds per step above which a step is reported as never filling (inf).
 _MAX_EXPECTED_ROUNDS = 2000
@@ -184,58 +174,49 @@ def _check(pass_rates, config: Config) -> np.ndarray:
     bad = np.flatnonzero(~((p >= 0) & (p <= 1)))  # also catches NaN
     if bad.size:
         raise ValueError(f"pass_rates[{bad[0]}]={p[bad[0]]} is not a probability in [0, 1] ({bad.size} bad in all)")
-    _settings(config).validate()  # the trainer's own checks, with its key names
+    _settings(config)  # the trainer's own checks, with its key names
     return p
 
 
-# GRESO skipping (issue #10) is not modelled: it acts on a prompt's history, which a pass-rate table has not got.
+# GRESO skipping is not modelled analytically: it acts on a prompt's history, which a pass-rate table has not got.
 # Screening and down-sampling are (the configurations' screen_n and downsample_n).
-SKIP_OFF = {"skip_enable": False, **{f"skip_{key}": value for key, value in SKIP.items()}}
-
-
 def _settings(config: Config) -> PCSettings:
+    """The trainer's settings for ``config``: the YAML's defaults with the configuration's values, read and checked
+    as the trainer reads them (its error messages name the keys). No eviction: pass rates here never change."""
     if isinstance(config, GRPO):
-        # One round fills a GRPO step (with skipping too: its rounds are full); the limit is the trainer's default
-        # algorithm.max_num_gen_batches.
-        method, n_pilot, n_commit, gen, rounds = "grpo", 1, config.n, config.train_batch_size, MAX_ROUNDS
-        band, screen = (0.0, 0.0, 0), None
+        method, gen, n_pilot, rounds = "grpo", config.train_batch_size, 1, MAX_ROUNDS
+        band = {}
     elif isinstance(config, DAPO):
-        method, n_pilot, n_commit, gen = "dapo", 1, config.n, config.gen_batch_size
-        rounds, band, screen = config.max_num_gen_batches, (0.0, 0.0, 0), None
+        method, gen, n_pilot, rounds = "dapo", config.gen_batch_size, 1, config.max_num_gen_batches
+        band = {}
     elif isinstance(config, PilotCommit):
-        method, n_pilot, n_commit, gen = "pilot_commit", config.n_pilot, config.n_commit, config.gen_batch_size
-        rounds, band = config.max_num_gen_batches, (config.p_lower, config.p_upper, config.buffer_max_off_steps)
-        screen = config.screen_n
+        method, gen, n_pilot, rounds = "pilot_commit", config.gen_batch_size, config.n_pilot, config.max_num_gen_batches
+        band = {
+            "algorithm.diversity_threshold_lower": config.p_lower,
+            "algorithm.diversity_threshold_upper": config.p_upper,
+            "algorithm.buffer_max_off_steps": config.buffer_max_off_steps,
+            "algorithm.exploration.screen_n": config.screen_n,
+        }
     else:
         raise TypeError(f"unknown configuration {config!r}; use GRPO, DAPO or PilotCommit")
-    return PCSettings(
-        method=method,
-        train_batch_size=config.train_batch_size,
-        gen_batch_size=gen,
-        n_pilot=n_pilot,
-        n_pilot_effective=n_pilot,
-        n_commit=n_commit,
-        p_lower=band[0],
-        p_upper=band[1],
-        evict_threshold=None,
-        agg_metric="acc",
-        max_num_gen_batches=rounds,
-        buffer_size=max(config.train_batch_size, 1),
-        buffer_max_off_steps=band[2],
-        prompt_strategy="random",
-        response_strategy="max_variance",
-        seed=0,
-        mini_batch_unit="group",
-        carry_over_epoch=True,
-        min_train_prompts=None,
-        raise_on_unfilled_batch=False,
-        partial_mini_batch=False,
-        dapo_step_unit="update",
-        buffer_tie_order="newest_first",
-        downsample_n=config.downsample_n,
-        screen_n=screen,
-        **SKIP_OFF,
-    )
+    cfg = yaml_defaults()
+    values = {
+        "algorithm.rollout_allocation": method,
+        "data.train_batch_size": config.train_batch_size,
+        "data.gen_batch_size": gen,
+        "data.seed": 0,
+        "actor_rollout_ref.rollout.n": config.n_commit if isinstance(config, PilotCommit) else config.n,
+        "algorithm.exploration.n": n_pilot,
+        "algorithm.max_num_gen_batches": rounds,
+        "algorithm.filter_groups.max_num_gen_batches": rounds,
+        "algorithm.exclude_threshold_upper": None,
+        "algorithm.downsample.n": config.downsample_n,
+        "algorithm.skip.enable": False,
+        **band,
+    }
+    for key, value in values.items():
+        OmegaConf.update(cfg, key, value, force_add=True)
+    return PCSettings.from_config(cfg)
 
 
 # ---------------------------------------------------------------------- analytic model
@@ -278,7 +259,7 @@ def predict_at_filter_rate(rate: float, config: DAPO | PilotCommit, screen_mixed
     for name, value in (("filter pass rate", rate), ("screen_mixed", 0.0 if screen_mixed is None else screen_mixed)):
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"{name} {value} is not a probability in [0, 1]")
-    _settings(config).validate()
+    _settings(config)
     if isinstance(config, DAPO):
         return _predict_dapo(rate, config)
     return _predict_pc(rate, config, screen_mixed=screen_mixed)
@@ -412,69 +393,25 @@ def _stationary(T: np.ndarray, tol: float = 1e-12, max_iter: int = 20000) -> np.
 
 
 # ---------------------------------------------------------------------- Monte-Carlo simulator
-class _Loader:
-    """Shuffled epochs over the prompts in batches of ``size``, the last partial batch dropped."""
-
-    def __init__(self, num_prompts: int, size: int, rng: np.random.Generator):
-        if num_prompts < size:
-            raise ValueError(f"{num_prompts} prompts are fewer than one generation batch of {size}")
-        self.num_prompts, self.size, self.rng = num_prompts, size, rng
-        self._order, self._pos = np.empty(0, dtype=np.int64), 0
-        self.epoch = -1  # of the last batch given (0 = the first pass)
-
-    def next(self) -> np.ndarray:
-        if self._pos + self.size > len(self._order):
-            self._order, self._pos = self.rng.permutation(self.num_prompts), 0
-            self.epoch += 1
-        batch = self._order[self._pos : self._pos + self.size]
-        self._pos += self.size
-        return batch
-
-
-class _SkippingLoader:
-    """The trainer's ``_generation_batches`` with skipping: each dataloader batch's kept prompts pooled into
-    rounds of ``size``; the pool's rest waits for the next epoch's prompts (``admit``)."""
-
-    def __init__(self, base: _Loader, skipper: PromptSkipper, rng: np.random.Generator):
-        self.base, self.skipper, self.rng, self.size = base, skipper, rng, base.size
-        self.pool = np.empty(0, dtype=np.int64)
-
-    @property
-    def epoch(self) -> int:
-        return self.base.epoch
-
-    def next(self) -> np.ndarray:
-        start = self.base.epoch
-        while len(self.pool) < self.size:
-            if self.base.epoch - start > _MAX_EPOCHS_A_ROUND:  # the trainer would stop at trainer.total_epochs
-                raise RuntimeError(
-                    f"skipping kept fewer than {self.size} prompts in {_MAX_EPOCHS_A_ROUND} epochs: no round can fill"
-                )
-            ids = self.base.next()
-            kept = ids[self.skipper.keep_mask(ids, self.rng)]
-            self.pool = np.concatenate([self.pool, kept[admit(self.pool, kept)]])
-        batch, self.pool = self.pool[: self.size], self.pool[self.size :]
-        return batch
-
-
 def simulate(
     pass_rates,
     config: Config,
     steps: int = 400,
     warmup: int = 20,
     seed: int = 0,
-    skip: SkipRule | None = None,
+    skip: SkipSettings | None = None,
     runs: int = 1,
     prompts: int | None = None,
 ) -> Prediction:
-    """Mean per-step costs over ``steps`` simulated steps after ``warmup``, driving the trainer's policy code.
+    """Mean per-step costs over ``steps`` simulated steps after ``warmup``, driving the trainer's own allocator and
+    prompt filter with Bernoulli rollouts (``recipe.pc_tools.simulate``).
 
-    ``skip``: with GRESO skipping (``algorithm.skip.*``), its history fed the groups the trainer reports (PC: pilots
-    and screens that agreed; GRPO/DAPO: every generated group); it draws from a generator of its own, so a run with
-    and without skipping see the same rollouts until a prompt is first skipped. ``runs``: that many independent runs
-    (seeds ``seed``, ``seed + 1``, ...) pooled, e.g. to average the first steps of a run (``warmup=0``) over many.
-    ``prompts``: each run draws that many prompts, with replacement, from ``pass_rates`` (a run's prompt count sets
-    how often a prompt comes back, which skipping acts on).
+    ``skip``: with GRESO skipping (``algorithm.skip.*``), its history fed the groups the allocator reports (PC:
+    pilots and screens that agreed; GRPO/DAPO: every generated group); it draws from a generator of its own, so a
+    run with and without skipping see the same rollouts until a prompt is first skipped. ``runs``: that many
+    independent runs (seeds ``seed``, ``seed + 1``, ...) pooled, e.g. to average the first steps of a run
+    (``warmup=0``) over many. ``prompts``: each run draws that many prompts, with replacement, from ``pass_rates``
+    (a run's prompt count sets how often a prompt comes back, which skipping acts on).
 
     A step that has not filled after 10000 rounds (with no round limit) raises: the data cannot fill it.
     """
@@ -482,119 +419,9 @@ def simulate(
     if steps < 1 or warmup < 0 or runs < 1 or (prompts is not None and prompts < 1):
         raise ValueError(f"steps={steps}, runs={runs} and prompts={prompts} must be >= 1 and warmup={warmup} >= 0")
     settings = _settings(config)
-    # rounds, pilot rollouts, commit rollouts, trained groups, informative groups, filter passes, filter candidates
-    totals = np.zeros(7)
-    for run in range(runs):
-        rng = np.random.default_rng(seed + run)
-        p = rates if prompts is None else np.random.default_rng([seed + run, 2]).choice(rates, size=prompts)
-        loader = _Loader(len(p), settings.gen_batch_size, rng)
-        skipper = None if skip is None else PromptSkipper(skip)
-        if skipper is not None:
-            loader = _SkippingLoader(loader, skipper, np.random.default_rng([seed + run, 1]))
-        buffer = PilotReplayBuffer(10**9, "random", "max_variance", rng)
-        screened: list[tuple[int, np.ndarray]] = []  # PC screening: (prompt, screen rollouts) waiting for the rest
-        for step in range(1, warmup + steps + 1):
-            if isinstance(config, PilotCommit):
-                result = _pc_step(p, config, settings, loader, buffer, screened, step, rng, skipper)
-            else:
-                result = _baseline_step(p, settings, loader, rng, skipper)
-            if skipper is not None:
-                skipper.end_step(loader.epoch)
-            if step > warmup:
-                totals += result
-    r, pilot, commit, trained, informative = totals[:5] / (steps * runs)
-    rate = float(totals[5] / totals[6]) if totals[6] else 0.0
+    r, pilot, commit, trained, informative, passes, candidates = simulate_totals(
+        settings, rates, steps, warmup, seed, skip, runs, prompts
+    )
+    rate = float(passes / candidates) if candidates else 0.0
     label = config.label + ("" if skip is None else " skip")
     return Prediction(label, settings.group_size, r, pilot, commit, trained, informative, rate)
-
-
-def _observe(skipper: PromptSkipper | None, stats: GroupStats, keep: np.ndarray | None = None) -> None:
-    """Feed the skip history the groups the trainer's allocator reports (``keep``: only those)."""
-    if skipper is not None:
-        skipper.observe([stats if keep is None else subset_stats(stats, keep)])
-
-
-def _round_limit_hit(settings: PCSettings, rounds: int) -> bool:
-    if settings.max_num_gen_batches > 0:
-        return rounds >= settings.max_num_gen_batches
-    if rounds >= 10000:
-        raise RuntimeError(f"{settings.method}: a step did not fill in {rounds} rounds; the data cannot fill it")
-    return False
-
-
-def _pc_step(p, config: PilotCommit, settings: PCSettings, loader, buffer, screened, step, rng, skipper=None):
-    n_p, n_c, B, s = config.n_pilot, config.n_commit, config.train_batch_size, config.screen_n
-    n_gen = settings.n_generated
-    rounds = committed = informative = pilot_rollouts = passes = candidates = 0
-    committed_ids: set[int] = set()
-    while True:  # the loop of RayPCTrainer._run_round / PilotCommitAllocator / _batch_ready
-        ids = loader.next()
-        rounds += 1
-        draws = buffer.sample(commit_size(B - committed, len(buffer)), n_p)
-        committed_ids.update(d.entry.prompt_id for d in draws)
-        # This round's pilots: whole ones, or screens of new prompts plus the rest of last round's mixed screens.
-        if s is None:
-            complete, pilots = ids, (rng.random((len(ids), n_p)) < p[ids, None]).astype(np.float64)
-            pilot_rollouts += len(ids) * n_p
-        else:
-            waiting = list(screened)
-            screens = (rng.random((len(ids), s)) < p[ids, None]).astype(np.float64)
-            screen_stats = group_stats(np.repeat(ids, s), screens.ravel())
-            _observe(skipper, screen_stats, screen_stats.std == 0)  # the trainer reports screens that agreed
-            screened[:] = [(int(i), v) for i, v in zip(ids, screens, strict=True) if 0 < v.sum() < s]
-            candidates += len(ids) - len(screened)  # decided by their screen (counted as pilots that did not pass)
-            complete = np.array([i for i, _ in waiting], dtype=np.int64)
-            rest = (rng.random((len(waiting), n_p - s)) < p[complete, None]).astype(np.float64)
-            pilots = np.concatenate([np.array([v for _, v in waiting]).reshape(-1, s), rest], axis=1)
-            pilot_rollouts += len(ids) * s + len(waiting) * (n_p - s)
-        if len(complete):
-            verdict = classify_pilot(np.repeat(complete, n_p), pilots.ravel(), config.p_lower, config.p_upper, None)
-            _observe(skipper, verdict.stats)
-            passes, candidates = passes + int(verdict.passed.sum()), candidates + len(complete)
-            fresh = ~np.isin(verdict.stats.prompt_ids, list(committed_ids))
-            for j in np.flatnonzero(verdict.passed & fresh):
-                pid = int(verdict.stats.prompt_ids[j])
-                buffer.add(pid, None, pilots[verdict.stats.first_row[j] // n_p], step)
-        if draws:
-            drawn = np.array([d.entry.prompt_id for d in draws])
-            commits = (rng.random((len(draws), n_gen)) < p[drawn, None]).astype(np.float64).ravel()
-            if n_gen > n_c:  # PODS
-                commits = commits[downsample_rows(commits, np.arange(len(draws)) * n_gen, n_gen, n_c, rng)]
-            for draw, group_commits in zip(draws, commits.reshape(len(draws), n_c), strict=True):
-                group = np.concatenate([draw.entry.metric_values[draw.response_index], group_commits])
-                informative += bool(group.std() > 0)
-        committed += len(draws)
-        if committed >= B or _round_limit_hit(settings, rounds):
-            break
-    buffer.flush_stale(step, config.buffer_max_off_steps)
-    totals = [rounds, pilot_rollouts, committed * n_gen, committed, informative, passes, candidates]
-    return np.array(totals, dtype=np.float64)
-
-
-def _baseline_step(p, settings: PCSettings, loader, rng, skipper=None) -> np.ndarray:
-    n, m, B = settings.n_generated, settings.n_commit, settings.train_batch_size
-    rounds = committed = informative = generated = passes = candidates = 0
-    committed_ids: set[int] = set()
-    while True:  # the loop of RayPCTrainer._run_round with the grpo/dapo allocator, and _batch_ready
-        ids = loader.next()
-        rounds += 1
-        values = (rng.random((len(ids), n)) < p[ids, None]).astype(np.float64).ravel()
-        generated += values.size
-        verdict = classify_by_spread(np.repeat(ids, n), values)
-        _observe(skipper, verdict.stats)
-        # The m rows each group trains (PODS keeps the most varied m of the n generated), in verdict order.
-        trained = values if n == m else values[downsample_rows(values, np.arange(len(ids)) * n, n, m, rng)]
-        trained = trained.reshape(len(ids), m)
-        spread = trained.std(axis=1) > 0
-        # DAPO filters on the generated rollouts; GRPO keeps every group and reports those whose trained rows vary.
-        passed = verdict.passed if settings.method == "dapo" else np.ones_like(verdict.passed)
-        passes += int(verdict.passed.sum() if settings.method == "dapo" else spread.sum())
-        candidates += len(ids)
-        fresh = ~np.isin(verdict.stats.prompt_ids, list(committed_ids))
-        kept = np.flatnonzero(passed & fresh)[: B - committed]
-        committed += kept.size
-        committed_ids.update(verdict.stats.prompt_ids[kept].tolist())
-        informative += int(spread[kept].sum())
-        if committed >= B or _round_limit_hit(settings, rounds):
-            break
-    return np.array([rounds, 0, generated, committed, informative, passes, candidates], dtype=np.float64)

@@ -4,9 +4,7 @@ no override."""
 
 from __future__ import annotations
 
-from omegaconf import OmegaConf
-
-from recipe.pc.settings import yaml_defaults
+from recipe.pc.settings import SkipSettings, yaml_defaults
 
 _ALGORITHM = yaml_defaults().algorithm
 
@@ -16,5 +14,4 @@ MAX_OFF_STEPS: int = _ALGORITHM.buffer_max_off_steps  # algorithm.buffer_max_off
 MAX_ROUNDS: int = _ALGORITHM.max_num_gen_batches  # algorithm.max_num_gen_batches (<= 0: unlimited)
 DAPO_MAX_ROUNDS: int = _ALGORITHM.filter_groups.max_num_gen_batches  # DAPO reads this one instead
 AGG_METRIC: str = _ALGORITHM.agg_metric  # the per-rollout metric of the pilot band and the filters
-# algorithm.skip.* less ``enable``: the fields of recipe.pc.stages.skip.SkipRule.
-SKIP: dict = {k: v for k, v in OmegaConf.to_container(_ALGORITHM.skip).items() if k != "enable"}
+SKIP: SkipSettings = SkipSettings.read(yaml_defaults())  # algorithm.skip.*, the rule the simulator skips with

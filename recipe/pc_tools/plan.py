@@ -53,7 +53,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recipe.pc.stages.skip import SkipRule
 from recipe.pc_tools import defaults
 from recipe.pc_tools.costmodel import predict, simulate
 from recipe.pc_tools.dumps import (
@@ -396,7 +395,7 @@ def run_predict(args: argparse.Namespace) -> int:
         predictions = [predict(rates, c) for c in configs]
     # A configuration predicted never to fill a step is not simulated (it would only hit the round cap).
     fills = [c for c, p in zip(configs, predictions, strict=True) if math.isfinite(p.rounds_per_step)]
-    skips = [None, SkipRule(**defaults.SKIP)] if args.skip else [None]
+    skips = [None, defaults.SKIP] if args.skip else [None]
     how = {"warmup": args.simulate_warmup, "runs": args.simulate_runs, "prompts": args.prompts}
     simulated = [simulate(rates, c, steps=args.simulate, skip=k, **how) for c in fills for k in skips if args.simulate]
 

@@ -20,6 +20,7 @@ import numpy as np
 from verl import DataProto
 
 from recipe.pc import checkpoint as ckpt
+from recipe.pc import metric_names as m
 from recipe.pc.allocation import (
     PilotVerdict,
     classify_pilot,
@@ -28,7 +29,6 @@ from recipe.pc.allocation import (
     group_stats,
     subset_stats,
 )
-from recipe.pc import metric_names as m
 from recipe.pc.allocators.base import (
     COMMIT,
     PILOT,

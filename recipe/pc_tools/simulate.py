@@ -1,0 +1,133 @@
+"""Monte Carlo rollout costs that drive the trainer's own allocation code with Bernoulli rollouts.
+
+Each simulated round is the trainer's round (``recipe.pc.step.run_round``): the allocator that
+``algorithm.rollout_allocation`` names plans the round, every request is "generated" by drawing each rollout's
+``acc`` with its prompt's pass rate, and the allocator absorbs the rows; GRESO skipping is the trainer's prompt
+filter. A step ends once it has ``train_batch_size`` prompts, or after ``max_num_gen_batches`` rounds with what it
+has. So a change to an allocator changes the simulator with it, and a new allocator is simulated as soon as it is
+registered. What it leaves out, as the analytic model does: the policy learning, eviction, epoch-end effects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+from verl import DataProto
+
+from recipe.pc.allocators import make_allocator
+from recipe.pc.settings import PCSettings, SkipSettings
+from recipe.pc.stages.prompt_filter import make_prompt_filter
+from recipe.pc.step import StepState, run_round
+
+MAX_ROUNDS_WITHOUT_LIMIT = 10_000  # a step that has not filled after this many rounds (no round limit) raises
+
+
+class SimulatedRun:
+    """One run: shuffled epochs over prompts with fixed pass rates ``p``, the allocator and prompt filter of
+    ``settings``, and the simulator's own random draws (``rng`` for the rollouts, ``filter_rng`` for skipping)."""
+
+    def __init__(self, settings: PCSettings, p: np.ndarray, rng: np.random.Generator, filter_rng: np.random.Generator):
+        if len(p) < settings.gen_batch_size:
+            raise ValueError(f"{len(p)} prompts are fewer than one generation batch of {settings.gen_batch_size}")
+        self.settings, self.p, self.rng = settings, p, rng
+        self.allocator = make_allocator(settings, rng)
+        self.prompt_filter = make_prompt_filter(settings)
+        self.epoch = -1  # of the last dataloader batch drawn
+        self.rounds = self.prompt_filter.rounds(self._dataloader(), filter_rng)
+        self.gen_round = 0
+
+    def _dataloader(self):
+        """Shuffled epochs in batches of ``gen_batch_size``, the last partial batch dropped (as the trainer's)."""
+        size = self.settings.gen_batch_size
+        while True:
+            self.epoch += 1
+            order = self.rng.permutation(len(self.p))
+            for start in range(0, len(order) - size + 1, size):
+                ids = order[start : start + size]
+                yield DataProto.from_dict(
+                    tensors={"prompt": torch.zeros(len(ids), 1, dtype=torch.int64)},
+                    non_tensors={"index": ids.astype(np.int64)},
+                )
+
+    def _generate(self, requests) -> dict:
+        rows = {}
+        for request in requests:
+            out = request.prompts.repeat(request.n, interleave=True)
+            ids = out.non_tensor_batch["index"]
+            out.non_tensor_batch["acc"] = (self.rng.random(len(ids)) < self.p[ids]).astype(np.float64)
+            rows[request.name] = out
+        return rows
+
+    def step(self, number: int) -> np.ndarray:
+        """One step: rounds, pilot and commit rollouts, trained and informative groups, filter passes, candidates."""
+        settings, state = self.settings, StepState(began_at_epoch=max(self.epoch, 0))
+        while True:
+            prompts = next(self.rounds)
+            self.gen_round += 1
+            state.rounds += 1
+            ids = prompts.non_tensor_batch["index"]
+            prompts.non_tensor_batch["uid"] = np.array([f"{self.gen_round}:{i}" for i in ids], dtype=object)
+            run_round(
+                self.allocator, self.prompt_filter, state, prompts, number, settings.train_batch_size, self._generate
+            )
+            if state.committed_prompts >= settings.train_batch_size or self._round_limit_hit(state.rounds):
+                break
+        self.allocator.end_step(number)
+        self.prompt_filter.end_step(self.epoch)
+        informative = _informative_groups(state)
+        # The filter's pass rate: PC's pilots in the band; a baseline's groups whose rollouts vary.
+        flat = state.too_correct + state.too_incorrect
+        passes = state.passed if settings.method == "pilot_commit" else state.pilot_prompts - flat
+        totals = [state.rounds, state.pilot_rollouts, state.commit_rollouts, state.committed_prompts, informative]
+        return np.array([*totals, passes, state.pilot_prompts], dtype=np.float64)
+
+    def _round_limit_hit(self, rounds: int) -> bool:
+        limit = self.settings.max_num_gen_batches
+        if limit > 0:
+            return rounds >= limit
+        if rounds >= MAX_ROUNDS_WITHOUT_LIMIT:
+            method = self.settings.method
+            raise RuntimeError(f"{method}: a step did not fill in {rounds} rounds; the data cannot fill it")
+        return False
+
+
+def _informative_groups(state: StepState) -> int:
+    """Trained groups whose metric is not constant (GRPO gets a gradient from them)."""
+    segments = [s for s in state.segments if len(s)]
+    if not segments:
+        return 0
+    pick = [(s.non_tensor, slice(None) if s.index is None else s.index) for s in segments]
+    uid = np.concatenate([rows["uid"][i] for rows, i in pick])
+    acc = np.concatenate([np.asarray(rows["acc"], dtype=np.float64)[i] for rows, i in pick])
+    _, group, count = np.unique(uid, return_inverse=True, return_counts=True)
+    mean = np.bincount(group, weights=acc) / count
+    spread = np.bincount(group, weights=(acc - mean[group]) ** 2) > 0
+    return int(spread.sum())
+
+
+def simulate_totals(
+    settings: PCSettings,
+    pass_rates: np.ndarray,
+    steps: int,
+    warmup: int,
+    seed: int,
+    skip: SkipSettings | None,
+    runs: int,
+    prompts: int | None,
+) -> np.ndarray:
+    """Per-step means of ``SimulatedRun.step``'s totals over ``steps`` steps after ``warmup``, pooled over ``runs``
+    runs (seeds ``seed``, ``seed + 1``, ...); ``prompts``: each run draws that many prompts from ``pass_rates``."""
+    if skip is not None:
+        settings = dataclasses.replace(settings, skip=dataclasses.replace(skip, enable=True))
+    totals = np.zeros(7)
+    for run in range(runs):
+        rng = np.random.default_rng(seed + run)
+        p = pass_rates if prompts is None else np.random.default_rng([seed + run, 2]).choice(pass_rates, size=prompts)
+        sim = SimulatedRun(settings, p, rng, np.random.default_rng([seed + run, 1]))
+        for number in range(1, warmup + steps + 1):
+            result = sim.step(number)
+            if number > warmup:
+                totals += result
+    return totals / (steps * runs)
