@@ -11,7 +11,15 @@ file holds about 100 identical copies of every problem. This script
 3. writes the boxed-answer prompt of spec §11. ``extra_info.original_id`` is the original (UUID)
    ``extra_info.index``; the new ``index`` runs 0..n-1.
 
+With ``--as-authors`` the rows are those of the authors' processor: the first row of every original
+``extra_info.index`` whatever it holds (no row dropped for its content), the problem recovered by
+deleting every occurrence of the wrapper's prefix and suffix (each with its blank line) from the first
+prompt turn and stripping the rest (or from ``extra_info.raw_problem`` where the source has that key),
+the ground truth as stored, ``split`` None. Default folder ``dapo_formatted_as_authors``. Either way the
+run prints how many of the authors' rows our cleaning changes.
+
     python data/process_dapo17k.py --out_dir $DATA_DIR/dapo_formatted
+    python data/process_dapo17k.py --as-authors   # $DATA_DIR/dapo_formatted_as_authors
 
 Output: ``dapo_formatted/dapo-math-17k-nosystem-boxed-dedup.parquet``, data_source ``math_dapo``, ability ``MATH``.
 """
@@ -22,19 +30,24 @@ import argparse
 import logging
 import os
 
+import numpy as np
 from math_common import (
+    AuthorsRowError,
+    Keyed,
     ProcessResult,
     SourceProblem,
+    add_output_arguments,
+    authors_record,
     check_paths,
     clean_problems,
-    default_out_dir,
     is_missing,
     load_rows,
     log_drops,
     make_record,
+    out_dir_of,
     run_processor,
     setup_logging,
-    write_split,
+    write_compared,
 )
 
 logger = logging.getLogger(__name__)
@@ -48,6 +61,7 @@ ORIGINAL_PREFIX = (
     "Answer: $Answer (without quotes) where $Answer is the answer to the problem."
 )
 ORIGINAL_SUFFIX = 'Remember to put your answer on its own line after "Answer:".'
+FOLDER = "dapo_formatted"
 
 
 def user_content(prompt: object, position: int) -> str:
@@ -65,46 +79,101 @@ def bare_problem(content: str) -> str | None:
     return text[len(ORIGINAL_PREFIX) : len(text) - len(ORIGINAL_SUFFIX)].strip()
 
 
-def process_dapo(out_dir: str, local_path: str | None = None) -> ProcessResult:
-    rows = load_rows(HUB_ID, "train", ["prompt", "reward_model", "extra_info"], local_path=local_path)
-    problems, unrecognised = [], []
-    for position, row in enumerate(rows):
-        problem = bare_problem(user_content(row["prompt"], position))
-        if problem is None:
-            unrecognised.append(position)
-            continue
-        original_index = (row["extra_info"] or {}).get("index")
-        problems.append(
-            SourceProblem(
-                position,
-                problem,
-                (row["reward_model"] or {}).get("ground_truth"),
-                source_id=None if is_missing(original_index) else str(original_index),
-            )
+def authors_problem(row: dict, where: str) -> str:
+    """The bare problem as the authors' processor recovers it."""
+    extra = row["extra_info"]
+    if "raw_problem" in extra:
+        raw = extra["raw_problem"]
+    else:
+        # Their wrapper strings carry the blank lines; every occurrence is deleted, wherever it is.
+        raw = row["prompt"][0]["content"]
+        if isinstance(raw, str):
+            raw = raw.replace(ORIGINAL_PREFIX + "\n\n", "").replace("\n\n" + ORIGINAL_SUFFIX, "")
+    if not isinstance(raw, str):
+        raise AuthorsRowError(f"{where}: problem {raw!r} is not a string; the authors' processor fails on it")
+    return raw.strip()
+
+
+def authors_rows(rows: list[dict]) -> tuple[list[Keyed], int]:
+    """The authors' rows (first row of every original index, in source order) and the number of repeats dropped."""
+    try:
+        originals = [row["extra_info"]["index"] for row in rows]
+        # numpy's own first-occurrence rule, as theirs: ties in the stable sort keep the earliest row.
+        _, first = np.unique(originals, return_index=True)
+    except (TypeError, KeyError) as err:
+        raise AuthorsRowError(f"DAPO source: the authors' dedup fails on its extra_info.index values ({err})") from err
+    keyed = []
+    for index, position in enumerate(sorted(int(p) for p in first)):
+        row = rows[position]
+        where = f"DAPO source row {position}"
+        try:
+            problem, ground_truth = authors_problem(row, where), row["reward_model"]["ground_truth"]
+        except (TypeError, IndexError, KeyError, AttributeError) as err:
+            raise AuthorsRowError(f"{where}: the authors' processor fails on it ({type(err).__name__}: {err})") from err
+        record = authors_record(
+            DATA_SOURCE, ABILITY, problem, ground_truth, index, str(row["extra_info"]["index"]), None, ""
         )
-    log_drops(
-        "DAPO-Math-17k prompt format",
-        len(rows),
-        {"unrecognised_prompt": len(unrecognised)},
-        {"unrecognised_prompt": unrecognised},
-    )
-    kept, dropped = clean_problems(problems, "DAPO-Math-17k")
-    dropped["unrecognised_prompt"] = len(unrecognised)
-    logger.info("DAPO-Math-17k: %d unique problems from %d rows", len(kept), len(rows))
-    records = [make_record(DATA_SOURCE, ABILITY, p, index, "train") for index, p in enumerate(kept)]
+        keyed.append(((position, 0), record))
+    return keyed, len(rows) - len(keyed)
+
+
+def process_dapo(out_dir: str, local_path: str | None = None, as_authors: bool = False) -> ProcessResult:
+    rows = load_rows(HUB_ID, "train", ["prompt", "reward_model", "extra_info"], local_path=local_path)
+    result = ProcessResult()
+    drop_reasons: dict[int, str] = {}
+
+    def ours() -> list[Keyed]:
+        problems, unrecognised = [], []
+        for position, row in enumerate(rows):
+            problem = bare_problem(user_content(row["prompt"], position))
+            if problem is None:
+                unrecognised.append(position)
+                drop_reasons[position] = "unrecognised_prompt"
+                continue
+            original_index = (row["extra_info"] or {}).get("index")
+            problems.append(
+                SourceProblem(
+                    position,
+                    problem,
+                    (row["reward_model"] or {}).get("ground_truth"),
+                    source_id=None if is_missing(original_index) else str(original_index),
+                )
+            )
+        label = "DAPO-Math-17k" + (" (our cleaning, compared only)" if as_authors else "")
+        log_drops(
+            f"{label} prompt format",
+            len(rows),
+            {"unrecognised_prompt": len(unrecognised)},
+            {"unrecognised_prompt": unrecognised},
+        )
+        kept, dropped = clean_problems(problems, label, drop_reasons)
+        dropped["unrecognised_prompt"] = len(unrecognised)
+        logger.info("%s: %d unique problems from %d rows", label, len(kept), len(rows))
+        if not as_authors:
+            result.dropped = dropped
+        return [((p.position, 0), make_record(DATA_SOURCE, ABILITY, p, index, "train")) for index, p in enumerate(kept)]
+
+    def authors() -> list[Keyed]:
+        keyed, repeats = authors_rows(rows)
+        if as_authors:
+            result.dropped = {"duplicate_id": repeats}
+        return keyed
+
     path = os.path.join(out_dir, OUTPUT_NAME)
-    return write_split(records, path, "train", dropped)
+    write_compared(result, "train", path, ours, authors, drop_reasons, as_authors)
+    return result
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--local_path", help=f"local .parquet/.json/.jsonl file or folder instead of {HUB_ID}")
-    ap.add_argument("--out_dir", default=default_out_dir("dapo_formatted"))
+    add_output_arguments(ap, FOLDER)
     args = ap.parse_args()
-    check_paths(ap, args.local_path, args.out_dir)
+    out_dir = out_dir_of(args, FOLDER)
+    check_paths(ap, args.local_path, out_dir)
     setup_logging()
-    result = run_processor(ap, process_dapo, args.out_dir, args.local_path)
-    print(f"math_dapo: {result.summary()}")
+    result = run_processor(ap, process_dapo, out_dir, args.local_path, args.as_authors)
+    result.print_report(DATA_SOURCE)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,12 @@ Rows with an empty problem or answer and repeated problems (no id column, so rep
 text) are dropped and counted. ``difficulty`` is copied as a string (the source writes it as "k/8");
 ``extra_info.original_id`` is the source row position and ``index`` runs 0..n-1.
 
+With ``--as-authors`` every source row is written as the authors' processor writes it: problem, answer
+and difficulty unchanged (not stripped, not dropped, repeats kept), ``original_id`` "", ``index`` the
+source row position. Either way the run prints how many of the authors' rows our cleaning changes.
+
     python data/process_polaris.py --out_dir $DATA_DIR/polaris_53k
+    python data/process_polaris.py --as-authors   # $DATA_DIR/polaris_53k_as_authors
 
 Output: ``polaris_53k/train.parquet``, data_source ``polaris_53k``, ability ``math``.
 """
@@ -16,45 +21,80 @@ import argparse
 import os
 
 from math_common import (
+    Keyed,
     ProcessResult,
     SourceProblem,
+    add_output_arguments,
+    authors_record,
+    authors_text,
     check_paths,
     clean_problems,
-    default_out_dir,
     difficulty_to_str,
     load_rows,
     make_record,
+    out_dir_of,
     run_processor,
     setup_logging,
-    write_split,
+    write_compared,
 )
 
 HUB_ID = "POLARIS-Project/Polaris-Dataset-53K"
 DATA_SOURCE = "polaris_53k"
 ABILITY = "math"
+FOLDER = "polaris_53k"
 
 
-def process_polaris(out_dir: str, local_path: str | None = None) -> ProcessResult:
-    rows = load_rows(HUB_ID, "train", ["problem", "answer", "difficulty"], local_path=local_path)
-    problems = [
-        SourceProblem(position, row["problem"], row["answer"], difficulty=difficulty_to_str(row["difficulty"]))
+def authors_rows(rows: list[dict]) -> list[Keyed]:
+    """Every source row, in source order, as the authors' Polaris processor writes it."""
+    return [
+        (
+            (position, 0),
+            authors_record(
+                DATA_SOURCE,
+                ABILITY,
+                authors_text(row["problem"], f"Polaris-53K source row {position}"),
+                row["answer"],
+                position,
+                "",
+                "train",
+                row["difficulty"],
+            ),
+        )
         for position, row in enumerate(rows)
     ]
-    kept, dropped = clean_problems(problems, "Polaris-53K")
-    records = [make_record(DATA_SOURCE, ABILITY, p, index, "train") for index, p in enumerate(kept)]
+
+
+def process_polaris(out_dir: str, local_path: str | None = None, as_authors: bool = False) -> ProcessResult:
+    rows = load_rows(HUB_ID, "train", ["problem", "answer", "difficulty"], local_path=local_path)
+    result = ProcessResult()
+    drop_reasons: dict[int, str] = {}
+
+    def ours() -> list[Keyed]:
+        problems = [
+            SourceProblem(position, row["problem"], row["answer"], difficulty=difficulty_to_str(row["difficulty"]))
+            for position, row in enumerate(rows)
+        ]
+        label = "Polaris-53K (our cleaning, compared only)" if as_authors else "Polaris-53K"
+        kept, dropped = clean_problems(problems, label, drop_reasons)
+        if not as_authors:
+            result.dropped = dropped
+        return [((p.position, 0), make_record(DATA_SOURCE, ABILITY, p, index, "train")) for index, p in enumerate(kept)]
+
     path = os.path.join(out_dir, "train.parquet")
-    return write_split(records, path, "train", dropped)
+    write_compared(result, "train", path, ours, lambda: authors_rows(rows), drop_reasons, as_authors)
+    return result
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--local_path", help=f"local .parquet/.json/.jsonl file or folder instead of {HUB_ID}")
-    ap.add_argument("--out_dir", default=default_out_dir("polaris_53k"))
+    add_output_arguments(ap, FOLDER)
     args = ap.parse_args()
-    check_paths(ap, args.local_path, args.out_dir)
+    out_dir = out_dir_of(args, FOLDER)
+    check_paths(ap, args.local_path, out_dir)
     setup_logging()
-    result = run_processor(ap, process_polaris, args.out_dir, args.local_path)
-    print(f"polaris_53k: {result.summary()}")
+    result = run_processor(ap, process_polaris, out_dir, args.local_path, args.as_authors)
+    result.print_report(DATA_SOURCE)
 
 
 if __name__ == "__main__":

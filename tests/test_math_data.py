@@ -500,6 +500,364 @@ def test_eval_repeat_must_be_positive(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------
+# --as-authors: the rows the authors' processors (databricks/pilot-commit data/process_*.py) write, and
+# the per-reason count of the rows our default cleaning changes. Sources: tests/fixtures/data/. Every
+# expected authors' row below is written by hand from their code: nothing stripped or dropped (DAPO
+# keeps the first row of every original index), index = position in their output, raw answers.
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "data")
+ZERO_COUNTS = {
+    reason: 0
+    for reason in (
+        "added",
+        "answer_text",
+        "answer_type",
+        "index",
+        "order",
+        "problem_text",
+        "ability",
+        "data_source",
+        "difficulty",
+        "extra_keys",
+        "original_id",
+        "split",
+        "system_prompt",
+    )
+}
+
+
+def fixture(name):
+    return os.path.join(FIXTURES, name)
+
+
+def plain_rows(path):
+    """The file's rows as plain Python values (lists and dicts, not numpy arrays)."""
+    return pq.read_table(path).to_pylist()
+
+
+def authored(data_source, ability, problem, answer, index, original_id, split, difficulty):
+    """A row in the authors' record layout (their key order; the values are the test's)."""
+    return {
+        "data_source": data_source,
+        "prompt": [{"content": "", "role": "system"}, {"content": problem + SUFFIX, "role": "user"}],
+        "ability": ability,
+        "reward_model": {"ground_truth": answer, "style": "rule"},
+        "extra_info": {
+            "index": index,
+            "original_id": original_id,
+            "raw_problem": problem,
+            "split": split,
+            "difficulty": difficulty,
+        },
+    }
+
+
+def comparison_of(result, which, **nonzero):
+    """The comparison of split ``which``, checked to hold exactly ``nonzero`` and zero for every other reason."""
+    comparison = result.comparisons[which]
+    assert comparison.error is None, comparison.error
+    assert comparison.counts == {**ZERO_COUNTS, **nonzero}
+    return comparison
+
+
+POLARIS_AUTHORS = [  # (problem, answer, difficulty) of every source row, as stored
+    ("Find the sum of 1 and 2.", "3", "7/8"),
+    ("  Compute 2+2.\n", " 4 ", "2/8 "),
+    ("   ", "1", "1/8"),
+    ("No answer here", "  ", "1/8"),
+    ("Find the sum of 1 and 2.", "3", "7/8"),
+    ("How many primes are below 10?", "4", "3/8"),
+]
+
+
+def test_polaris_as_authors_keeps_every_row_as_stored(tmp_path):
+    result = process_polaris.process_polaris(str(tmp_path), local_path=fixture("polaris.jsonl"), as_authors=True)
+    assert result.dropped == {} and result.rows == {"train": 6}
+    expected = [
+        authored("polaris_53k", "math", problem, answer, index, "", "train", difficulty)
+        for index, (problem, answer, difficulty) in enumerate(POLARIS_AUTHORS)
+    ]
+    assert plain_rows(result.outputs["train"]) == expected
+
+
+def test_polaris_default_rows_and_their_difference_from_the_authors(tmp_path):
+    result = process_polaris.process_polaris(str(tmp_path), local_path=fixture("polaris.jsonl"))
+    assert result.dropped == {"empty_problem": 1, "missing_answer": 1, "duplicate_id": 0, "duplicate_problem": 1}
+    rows = plain_rows(result.outputs["train"])
+    assert [
+        (r["extra_info"]["raw_problem"], r["reward_model"]["ground_truth"], r["extra_info"]["index"]) for r in rows
+    ] == [
+        ("Find the sum of 1 and 2.", "3", 0),
+        ("Compute 2+2.", "4", 1),
+        ("How many primes are below 10?", "4", 2),
+    ]
+    comparison = comparison_of(
+        result,
+        "train",
+        **{"dropped:duplicate_problem": 1, "dropped:empty_problem": 1, "dropped:missing_answer": 1},
+        problem_text=1,  # row 1, stripped
+        answer_text=1,  # row 1, stripped
+        index=1,  # row 5: index 2 here, 5 theirs
+        original_id=3,  # "" theirs, the source position here
+        difficulty=1,  # row 1, stripped
+    )
+    assert (comparison.authors_rows, comparison.our_rows, comparison.changed_rows) == (6, 3, 5)
+    assert comparison.count("dropped") == 3
+    # The same counts whichever rows are written.
+    again = process_polaris.process_polaris(str(tmp_path / "a"), local_path=fixture("polaris.jsonl"), as_authors=True)
+    assert again.comparisons["train"] == comparison
+
+
+DEEPMATH_AUTHORS = {  # split -> (problem as prompted, answer, original_id, difficulty) of every row
+    "train": [
+        ("What is 2+2?", "4", "10", "3.0/9.0"),
+        ("What is 3+3.", "6", "11", "4.0/9.0"),
+        ("What is 4+4? .", "8", "12", "4.5/9.0"),  # nothing stripped before the period check
+        (".", "1", "13", "1.0/9.0"),  # an empty question gets its period and stays
+        ("Find x.", " 7 ", "14", "2.0/9.0"),
+        ("What is 2+2?", "4", "10", "3.0/9.0"),  # a repeated original_index stays
+        ("Is 9 a square?", "Yes", "16", "2.0/9.0"),
+        ("  Count the ways:", "", "17", "5.0/9.0"),  # an empty answer stays
+    ],
+    "test": [("C.", "3", "99", "7.0/9.0"), ("D\n.", "5", "100", "6.0/9.0")],
+}
+
+
+def test_deepmath_as_authors_keeps_both_prefiltered_splits_as_their_processor(tmp_path):
+    source = fixture("deepmath_prefiltered")
+    result = process_deepmath.process_deepmath(str(tmp_path), local_path=source, as_authors=True)
+    assert result.dropped == {} and result.rows == {"train": 8, "test": 2}
+    for split, rows in DEEPMATH_AUTHORS.items():
+        expected = [
+            authored("deepmath", "math", problem, answer, index, original_id, split, difficulty)
+            for index, (problem, answer, original_id, difficulty) in enumerate(rows)
+        ]
+        assert plain_rows(result.outputs[split]) == expected
+
+
+def test_deepmath_prefiltered_default_counts_against_the_authors(tmp_path):
+    source = fixture("deepmath_prefiltered")
+    result = process_deepmath.process_deepmath(str(tmp_path), local_path=source, prefiltered=True)
+    assert result.dropped == {"empty_problem": 1, "missing_answer": 1, "duplicate_id": 1, "duplicate_problem": 0}
+    train = plain_rows(result.outputs["train"])
+    assert [(r["extra_info"]["raw_problem"], r["reward_model"]["ground_truth"]) for r in train] == [
+        ("What is 2+2?", "4"),
+        ("What is 3+3.", "6"),
+        ("What is 4+4?", "8"),
+        ("Find x.", "7"),
+        ("Is 9 a square?", "Yes"),
+    ]
+    train_cmp = comparison_of(
+        result,
+        "train",
+        **{"dropped:duplicate_id": 1, "dropped:empty_problem": 1, "dropped:missing_answer": 1},
+        problem_text=1,  # row 2: "What is 4+4?" here, "What is 4+4? ." theirs
+        answer_text=1,  # row 4
+        index=2,  # rows 4 and 6 move up
+    )
+    assert (train_cmp.authors_rows, train_cmp.our_rows, train_cmp.changed_rows) == (8, 5, 6)
+    test_cmp = comparison_of(result, "test", problem_text=1)
+    assert (test_cmp.authors_rows, test_cmp.our_rows, test_cmp.changed_rows) == (2, 2, 1)
+
+
+def test_deepmath_as_authors_needs_the_original_index_column_they_read(tmp_path):
+    folder = tmp_path / "src"
+    folder.mkdir()
+    for split in ("train", "test"):
+        write_jsonl(folder / f"{split}.jsonl", [{"question": "Q?", "final_answer": "1", "difficulty": 1.0}])
+    with pytest.raises(ValueError, match="no original_index column"):
+        process_deepmath.process_deepmath(str(tmp_path / "a"), local_path=str(folder), as_authors=True)
+    result = process_deepmath.process_deepmath(str(tmp_path / "o"), local_path=str(folder), prefiltered=True)
+    assert "the authors' processing fails on this source" in result.comparisons["train"].error
+    assert result.rows == {"train": 1, "test": 1}
+
+
+def test_amc_as_authors_keeps_float_answers_as_text_and_every_row_in_each_copy(tmp_path):
+    source = fixture("amc23.jsonl")
+    result = process_eval.process_amc_2023(str(tmp_path), local_path=source, repeat=2, as_authors=True)
+    assert result.outputs["test"] == str(tmp_path / "amc-2023-nosystem-boxed.parquet")
+    once = [
+        authored("amc_2023", "MATH", "AMC one", "27.0", 0, "0", None, ""),
+        authored("amc_2023", "MATH", "AMC two ", "0.5", 1, "1", None, ""),
+        authored("amc_2023", "MATH", "AMC three", "None", 2, "2", None, ""),  # str() of the missing answer
+        authored("amc_2023", "MATH", "AMC two again", "3.0", 3, "1", None, ""),  # a repeated id stays
+    ]
+    assert plain_rows(result.outputs["test"]) == once + once
+
+
+def test_amc_default_counts_every_copy_against_the_authors(tmp_path):
+    result = process_eval.process_amc_2023(str(tmp_path), local_path=fixture("amc23.jsonl"), repeat=2)
+    comparison = comparison_of(
+        result,
+        "test",
+        **{"dropped:duplicate_id": 2, "dropped:missing_answer": 2},
+        answer_text=2,  # "27" here, "27.0" theirs, in both copies
+        problem_text=2,  # "AMC two" stripped here
+        split=4,  # "test" here, None theirs
+        extra_keys=4,  # extra_info.repeat here
+    )
+    assert (comparison.authors_rows, comparison.our_rows, comparison.changed_rows) == (8, 4, 8)
+
+
+def test_aime_2025_as_authors_keeps_integer_answers_as_integers(tmp_path):
+    source = fixture("aime25.jsonl")
+    result = process_eval.process_aime_2025(str(tmp_path), local_path=source, repeat=1, as_authors=True)
+    assert plain_rows(result.outputs["test"]) == [
+        authored("aime_2025", "MATH", "Find the sum of all bases.", 70, 0, "0", None, ""),
+        authored("aime_2025", "MATH", "Count the colourings.", 16, 1, "1", None, ""),
+    ]
+    assert pq.read_schema(result.outputs["test"]).field("reward_model").type.field("ground_truth").type == pa.int64()
+    comparison_of(result, "test", answer_type=2, split=2, extra_keys=2)
+
+
+def test_math_500_as_authors_keeps_repeated_problems_and_empty_ids(tmp_path):
+    source = fixture("math500.jsonl")
+    result = process_eval.process_math_500(str(tmp_path), local_path=source, as_authors=True)
+    assert plain_rows(result.outputs["test"]) == [
+        authored("math_500", "MATH", "What is $1+1$?", "2", 0, "", None, ""),
+        authored("math_500", "MATH", "What is $1+1$?", "2", 1, "", None, ""),
+        authored("math_500", "MATH", "Simplify $\\sqrt{8}$.", "2\\sqrt{2}", 2, "", None, ""),
+    ]
+    comparison = comparison_of(
+        result, "test", **{"dropped:duplicate_problem": 1}, index=1, original_id=2, split=2, extra_keys=2
+    )
+    assert comparison.changed_rows == 2
+
+
+def test_olympiad_bench_as_authors_uses_their_spelling_and_raw_first_answer(tmp_path):
+    source = fixture("olympiad.jsonl")
+    result = process_eval.process_olympiad_bench(str(tmp_path), local_path=source, as_authors=True)
+    assert result.outputs["test"] == str(tmp_path / "oylmpiad-bench-nosystem-boxed.parquet")
+    assert plain_rows(result.outputs["test"]) == [
+        authored("oylmpiad_bench", "MATH", "Find all n.", "$n=2$", 0, "1606", None, ""),
+        authored("oylmpiad_bench", "MATH", "Find k.", " 5 ", 1, "1607", None, ""),
+    ]
+    comparison_of(result, "test", answer_text=1, data_source=2, split=2, extra_keys=2)
+
+
+def test_an_empty_answer_list_stops_the_authors_olympiad_processor_not_ours(tmp_path):
+    source = write_jsonl(tmp_path / "ob.jsonl", [{"id": 1, "question": "Q", "final_answer": []}, OLYMPIAD_OK])
+    with pytest.raises(ValueError, match=r"olympiad_bench source row 0, column final_answer: answer \[\] has no"):
+        process_eval.process_olympiad_bench(str(tmp_path / "a"), local_path=source, as_authors=True)
+    result = process_eval.process_olympiad_bench(str(tmp_path / "o"), local_path=source)
+    assert result.rows == {"test": 1}
+    assert "the authors' processing fails on this source" in result.comparisons["test"].error
+
+
+OLYMPIAD_OK = {"id": 2, "question": "Find k.", "final_answer": ["5"]}
+
+DAPO_PREFIX_WITH_F = process_dapo17k.ORIGINAL_PREFIX + "\nProblem F."  # one newline: their prefix text stays
+
+
+def test_dapo_as_authors_keeps_the_first_row_of_every_original_index_as_is(tmp_path):
+    result = process_dapo17k.process_dapo(str(tmp_path), local_path=fixture("dapo.jsonl"), as_authors=True)
+    assert result.dropped == {"duplicate_id": 2}
+    assert plain_rows(result.outputs["train"]) == [
+        authored("math_dapo", "MATH", "Problem A.", "2", 0, "uuid-a", None, ""),
+        authored("math_dapo", "MATH", "Problem C.", "", 1, "uuid-c", None, ""),  # first copy, empty answer
+        authored("math_dapo", "MATH", "Just solve: 1+0", "1", 2, "uuid-d", None, ""),  # no wrapper: kept
+        authored("math_dapo", "MATH", "Problem E.", " 7", 3, "uuid-e", None, ""),
+        authored("math_dapo", "MATH", DAPO_PREFIX_WITH_F, "8", 4, "uuid-f", None, ""),
+        authored("math_dapo", "MATH", "Problem B.", "6", 5, "uuid-b", None, ""),
+    ]
+
+
+def test_dapo_default_counts_against_the_authors(tmp_path):
+    result = process_dapo17k.process_dapo(str(tmp_path), local_path=fixture("dapo.jsonl"))
+    assert result.dropped == {**NO_DROPS, "missing_answer": 1, "duplicate_id": 1, "unrecognised_prompt": 1}
+    rows = plain_rows(result.outputs["train"])
+    assert [(r["extra_info"]["raw_problem"], r["reward_model"]["ground_truth"]) for r in rows] == [
+        ("Problem A.", "2"),
+        ("Problem C.", "5"),  # the second copy of uuid-c: the first has no answer
+        ("Problem E.", "7"),
+        ("Problem F.", "8"),
+        ("Problem B.", "6"),
+    ]
+    comparison = comparison_of(
+        result,
+        "train",
+        **{"dropped:missing_answer": 1, "dropped:unrecognised_prompt": 1},
+        added=1,  # source row 3, which they drop as a repeat of uuid-c
+        answer_text=1,  # " 7" theirs
+        problem_text=1,  # their prefix text left in "Problem F."
+        index=3,  # E, F and B move up by one
+        split=4,
+    )
+    assert (comparison.authors_rows, comparison.our_rows, comparison.changed_rows) == (6, 5, 5)
+
+
+def test_dapo_as_authors_takes_a_stored_raw_problem_over_the_prompt(tmp_path):
+    row = {**dapo_row("Prompt problem.", "3", "u1"), "extra_info": {"index": "u1", "raw_problem": "  Stored. "}}
+    source = write_parquet(tmp_path / "dapo.parquet", [row])
+    result = process_dapo17k.process_dapo(str(tmp_path / "a"), local_path=source, as_authors=True)
+    assert plain_rows(result.outputs["train"]) == [authored("math_dapo", "MATH", "Stored.", "3", 0, "u1", None, "")]
+    comparison_of(result, "train", problem_text=1, split=1)
+
+
+def test_compare_with_authors_counts_rows_out_of_their_order():
+    def keyed(position, index):
+        record = math_common.authors_record("d", "MATH", f"P{position}", "1", index, "", None, "")
+        return (position, 0), record
+
+    authors = [keyed(0, 0), keyed(1, 1), keyed(2, 2)]
+    ours = [keyed(1, 0), keyed(0, 1), keyed(2, 2)]
+    comparison = math_common.compare_with_authors(ours, authors, {})
+    assert comparison.counts == {**ZERO_COUNTS, "order": 2, "index": 2}
+    assert comparison.changed_rows == 2
+
+
+def test_as_authors_val_files_load_together_as_a_pilot_commit_dataset(tmp_path, tokenizer):
+    """The reference preset's validation list: as-authors files of several sets in one dataset."""
+    paths = [
+        process_eval.process_math_500(str(tmp_path), local_path=fixture("math500.jsonl"), as_authors=True),
+        process_deepmath.process_deepmath(
+            str(tmp_path / "dm"), local_path=fixture("deepmath_prefiltered"), as_authors=True
+        ),
+        process_eval.process_olympiad_bench(str(tmp_path), local_path=fixture("olympiad.jsonl"), as_authors=True),
+    ]
+    files = [paths[0].outputs["test"], paths[1].outputs["test"], paths[2].outputs["test"]]
+    cfg = compose_pc_config([f"data.val_files=[{','.join(files)}]", "data.filter_overlong_prompts=False"])
+    dataset = PilotCommitDataset(data_files=files, tokenizer=tokenizer, config=cfg.data)
+    assert dataset.prompt_ids.tolist() == [0, 1, 2, 0, 1, 0, 1]
+    assert dataset[4]["index"] == 1
+
+
+def test_as_authors_cli_writes_its_own_folder_and_prints_the_counts(tmp_path):
+    env = {**os.environ, "DATA_DIR": str(tmp_path / "data")}
+    out = run_cli("process_polaris.py", "--as-authors", "--local_path", fixture("polaris.jsonl"), env=env)
+    assert out.returncode == 0, out.stderr
+    assert len(plain_rows(tmp_path / "data" / "polaris_53k_as_authors" / "train.parquet")) == 6
+    assert "polaris_53k: wrote 6 train rows to" in out.stdout
+    out = run_cli("process_polaris.py", "--local_path", fixture("polaris.jsonl"), env=env)
+    assert out.returncode == 0, out.stderr
+    assert len(plain_rows(tmp_path / "data" / "polaris_53k" / "train.parquet")) == 3
+    assert (
+        "polaris_53k train: vs the authors' processing: 5 of their 6 rows change (3 rows ours); rows: "
+        "dropped:duplicate_problem=1, dropped:empty_problem=1, dropped:missing_answer=1, answer_text=1, index=1, "
+        "problem_text=1; metadata only: difficulty=1, original_id=3"
+    ) in out.stdout
+
+
+def test_as_authors_eval_and_deepmath_cli_default_folders(tmp_path):
+    env = {**os.environ, "DATA_DIR": str(tmp_path / "data")}
+    args = ["--as-authors", "--dataset", "olympiad_bench", "--local_path", fixture("olympiad.jsonl")]
+    out = run_cli("process_eval.py", *args, env=env)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "data" / "math_test_as_authors" / "oylmpiad-bench-nosystem-boxed.parquet").exists()
+    out = run_cli("process_deepmath.py", "--as-authors", "--local_path", fixture("deepmath_prefiltered"), env=env)
+    assert out.returncode == 0, out.stderr
+    folder = tmp_path / "data" / "deepmath_103k_prefiltered_as_authors"
+    assert [len(plain_rows(folder / f"{split}.parquet")) for split in ("train", "test")] == [8, 2]
+    assert "deepmath train: vs the authors' processing: 6 of their 8 rows change" in out.stdout
+
+
+def test_as_authors_refuses_a_row_their_processor_fails_on_in_one_line(tmp_path):
+    source = write_jsonl(tmp_path / "p.jsonl", [{"problem": None, "answer": "1", "difficulty": "1/8"}])
+    out = run_cli("process_polaris.py", "--as-authors", "--local_path", source, "--out_dir", str(tmp_path / "o"))
+    assert_one_line_error(out, "process_polaris.py", "Polaris-53K source row 0: problem None is not a string")
+
+
+# ---------------------------------------------------------------------------------------------------
 # Command lines
 
 
@@ -628,6 +986,8 @@ def test_a_missing_local_path_is_refused_before_loading(script, no_datasets, tmp
             "--test_size cannot be used with --prefiltered",
         ),
         ("process_deepmath.py", ["--prefiltered", "--seed", "3"], "--seed cannot be used with --prefiltered"),
+        ("process_deepmath.py", ["--as-authors", "--test_size", "9"], "--test_size cannot be used with --as-authors"),
+        ("process_deepmath.py", ["--as-authors", "--local_path", "{parquet}"], "--as-authors reads a folder with"),
         ("process_polaris.py", ["--local_path", "{txt}"], "unsupported file type"),
         ("process_dapo17k.py", ["--out_dir", "{txt}"], "exists and is not a folder"),
         ("process_deepmath.py", ["--prefiltered", "--local_path", "{parquet}"], "reads a folder with train and test"),
@@ -691,6 +1051,22 @@ def test_e2e_script_refuses_arguments_and_otherwise_runs_each_processor(fake_pyt
     out = subprocess.run(["bash", "data/e2e_process_data.sh"], cwd=ROOT, capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     lines = calls.read_text().splitlines()
-    assert len(lines) == 4 + len(process_eval.PROCESSORS)
+    assert len(lines) == 2 * (3 + len(process_eval.PROCESSORS)) + 1
     assert lines[0].endswith(f"process_deepmath.py --out_dir {tmp_path}/data/deepmath_103k_prefiltered --prefiltered")
     assert lines[1].endswith(f"process_deepmath.py --out_dir {tmp_path}/data/deepmath_103k_filtered")
+    # The authors' rows for PRESET=reference, each in its _as_authors folder (train_scripts/common.sh reads them).
+    data = f"{tmp_path}/data"
+    as_authors = [line.split("/data/", 1)[1] for line in lines if "--as-authors" in line]
+    assert as_authors == [
+        f"process_deepmath.py --as-authors --out_dir {data}/deepmath_103k_prefiltered_as_authors",
+        f"process_polaris.py --as-authors --out_dir {data}/polaris_53k_as_authors",
+        f"process_dapo17k.py --as-authors --out_dir {data}/dapo_formatted_as_authors",
+        *(
+            f"process_eval.py --as-authors --dataset {name} --out_dir {data}/math_test_as_authors"
+            for name in process_eval.PROCESSORS
+        ),
+    ]
+    common = open(os.path.join(ROOT, "train_scripts", "common.sh")).read()
+    reference = common.split("  reference)", 1)[1].split(";;", 1)[0]
+    for folder in ("deepmath_103k_prefiltered_as_authors", "polaris_53k_as_authors", "math_test_as_authors"):
+        assert f"$DATA_DIR/{folder}/" in reference

@@ -18,9 +18,36 @@ DATA_DIR=${DATA_DIR:-$HOME/data}
 CKPTS_DIR=${CKPTS_DIR:-$REPO/checkpoints}
 NGPUS_PER_NODE=${NGPUS_PER_NODE:-8}
 PRESET=${PRESET:-reference}
+# The data files of each preset, as data/e2e_process_data.sh writes them. reference: the rows the authors'
+# processors write (data/process_*.py --as-authors: nothing stripped or dropped, their index values; DeepMath
+# from their pre-filtered copy). improved: the rows cleaned here (DeepMath filtered here, own test split).
 case "$PRESET" in
-  reference) DEEPMATH_DIR=deepmath_103k_prefiltered ;;  # the authors' pre-filtered copy (--prefiltered)
-  improved) DEEPMATH_DIR=deepmath_103k_filtered ;;  # filtered here, with our own test split
+  reference)
+    DEEPMATH_DIR=deepmath_103k_prefiltered_as_authors
+    DEEPMATH_TRAIN="$DATA_DIR/deepmath_103k_prefiltered_as_authors/train.parquet"
+    POLARIS_TRAIN="$DATA_DIR/polaris_53k_as_authors/train.parquet"
+    VAL_LIST=(
+      "$DATA_DIR/math_test_as_authors/aime-2024-nosystem-boxed.parquet"
+      "$DATA_DIR/math_test_as_authors/aime-2025-nosystem-boxed.parquet"
+      "$DATA_DIR/math_test_as_authors/amc-2023-nosystem-boxed.parquet"
+      "$DATA_DIR/math_test_as_authors/math-500-nosystem-boxed.parquet"
+      "$DATA_DIR/deepmath_103k_prefiltered_as_authors/test.parquet"
+      "$DATA_DIR/math_test_as_authors/minerva-math-nosystem-boxed.parquet"
+      "$DATA_DIR/math_test_as_authors/oylmpiad-bench-nosystem-boxed.parquet"  # their spelling
+    ) ;;
+  improved)
+    DEEPMATH_DIR=deepmath_103k_filtered
+    DEEPMATH_TRAIN="$DATA_DIR/deepmath_103k_filtered/train.parquet"
+    POLARIS_TRAIN="$DATA_DIR/polaris_53k/train.parquet"
+    VAL_LIST=(
+      "$DATA_DIR/math_test/aime-2024-nosystem-boxed.parquet"
+      "$DATA_DIR/math_test/aime-2025-nosystem-boxed.parquet"
+      "$DATA_DIR/math_test/amc-2023-nosystem-boxed.parquet"
+      "$DATA_DIR/math_test/math-500-nosystem-boxed.parquet"
+      "$DATA_DIR/deepmath_103k_filtered/test.parquet"
+      "$DATA_DIR/math_test/minerva-math-nosystem-boxed.parquet"
+      "$DATA_DIR/math_test/olympiad-bench-nosystem-boxed.parquet"
+    ) ;;
   *) echo "PRESET=$PRESET: choose reference or improved" >&2; exit 2 ;;
 esac
 GRADER_OVERRIDE=()
@@ -29,19 +56,16 @@ export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 
 MAX_PROMPT_LENGTH=2048
 # Validated on all seven sets in every run, as the reference did (the DeepMath test split too).
-VAL_FILES="['$DATA_DIR/math_test/aime-2024-nosystem-boxed.parquet',\
-'$DATA_DIR/math_test/aime-2025-nosystem-boxed.parquet',\
-'$DATA_DIR/math_test/amc-2023-nosystem-boxed.parquet',\
-'$DATA_DIR/math_test/math-500-nosystem-boxed.parquet',\
-'$DATA_DIR/$DEEPMATH_DIR/test.parquet',\
-'$DATA_DIR/math_test/minerva-math-nosystem-boxed.parquet',\
-'$DATA_DIR/math_test/olympiad-bench-nosystem-boxed.parquet']"
+VAL_FILES="[$(printf "'%s'," "${VAL_LIST[@]}")"
+VAL_FILES="${VAL_FILES%,}]"
 
 # launch EXPERIMENT TRAIN_FILE MAX_RESPONSE_LENGTH OVERLONG_LEN TOTAL_STEPS [overrides...]
 # OVERLONG_LEN > 0 turns on DAPO's soft overlong penalty over the last OVERLONG_LEN tokens (factor 1.0).
 launch() {
   local experiment=$1 train_file=$2 max_response=$3 overlong_len=$4 total_steps=$5
   shift 5
+  # The scripts name Polaris by its folder of PRESET=improved; the preset's copy replaces it.
+  [ "$train_file" = "$DATA_DIR/polaris_53k/train.parquet" ] && train_file=$POLARIS_TRAIN
   local max_tokens=$((MAX_PROMPT_LENGTH + max_response))
   local overlong_enable=false
   [ "$overlong_len" -gt 0 ] && overlong_enable=true
@@ -135,5 +159,3 @@ pc_args() {  # N_PILOT N_COMMIT BUFFER_SAMPLING
     "algorithm.exclude_threshold_upper=1.0 algorithm.buffer_max_off_steps=4 algorithm.max_num_gen_batches=10"
 }
 
-# The DeepMath train split of the preset (the test split is in VAL_FILES).
-DEEPMATH_TRAIN="$DATA_DIR/$DEEPMATH_DIR/train.parquet"
