@@ -44,8 +44,8 @@ from verl.trainer.ppo.utils import Role  # noqa: E402
 from verl.utils.dataset.rl_dataset import collate_fn  # noqa: E402
 
 from recipe.pc.dataset import PilotCommitDataset  # noqa: E402
-from recipe.pc.metrics import StepTally  # noqa: E402
 from recipe.pc.pc_ray_trainer import RayPCTrainer  # noqa: E402
+from recipe.pc.step import StepState  # noqa: E402
 
 FIRST_TIMED_STEP = 100
 
@@ -233,7 +233,7 @@ def run_shape(args, prompt_len: int, response_len: int) -> dict:
         trainer.allocator.buffer.sample = lambda size, n: []
         for i in range(args.fill_rounds):
             trainer.global_steps = FIRST_TIMED_STEP - args.fill_rounds // 2 + i // 2
-            trainer._run_round(next(batches), StepTally(), [], {})
+            trainer._run_round(trainer._to_prompts(next(batches)), StepState())
         trainer.allocator.buffer.sample = sample
         buffered_groups = len(trainer.allocator.buffer)
 
@@ -249,17 +249,17 @@ def run_shape(args, prompt_len: int, response_len: int) -> dict:
         round_seconds, release_seconds, rows = [], [], 0
         for r in range(args.rounds):
             trainer.global_steps = FIRST_TIMED_STEP + r
-            tally = StepTally()
+            step = StepState()
             gen_before, start = trainer.async_rollout_manager.seconds, time.perf_counter()
-            contribution = trainer._run_round(next(batches), tally, [], {})
-            batch = trainer._assemble_training_batch([contribution], tally)
+            trainer._run_round(trainer._to_prompts(next(batches)), step)
+            batch = trainer._assemble_training_batch(step)
             trainer.allocator.buffer.flush_stale(trainer.global_steps, trainer.pc.buffer.max_off_steps)
             elapsed = time.perf_counter() - start - (trainer.async_rollout_manager.seconds - gen_before)
             round_seconds.append(elapsed)
             phases.close_round(elapsed)
             rows = len(batch)
             start = time.perf_counter()
-            del contribution, batch  # reference counting frees the round's rows here
+            del step, batch  # reference counting frees the round's rows here
             release_seconds.append(time.perf_counter() - start)
         peak = peak_rss_bytes()
         stored, stored_rows = stored_bytes(trainer)

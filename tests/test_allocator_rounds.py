@@ -5,8 +5,6 @@ make several wrong allocators pass the same counts, and a wrong commit size or r
 stopped by the trainer's own runtime check, not by an assertion.
 """
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
@@ -14,18 +12,25 @@ from conftest import compose_pc_config
 from test_allocation import pilot_of
 from verl import DataProto
 
-from recipe.pc.allocators import ALLOCATORS
+from recipe.pc.allocators import make_allocator
 from recipe.pc.allocators.base import COMMIT, GROUP, PILOT
-from recipe.pc.metrics import StepTally
 from recipe.pc.settings import PCSettings
+from recipe.pc.step import StepState
 
-BASE = PCSettings.from_config(compose_pc_config([]))
+
+def allocator(*overrides):
+    settings = PCSettings.from_config(compose_pc_config(list(overrides)))
+    return make_allocator(settings, np.random.default_rng(0))
 
 
-def allocator(**changes):
-    settings = dataclasses.replace(BASE, **changes)
-    settings.validate()
-    return ALLOCATORS[settings.method](settings, np.random.default_rng(0))
+def round_of(alloc, state: StepState, prompts: DataProto, outcomes, step: int = 1):
+    """One round as the trainer runs it: plan, the generated rows (``outcomes(requests)``), absorb, fold."""
+    view = state.view(step, alloc.pc.train_batch_size)
+    plan = alloc.plan(prompts, view)
+    generated = outcomes(plan.requests)
+    result = alloc.absorb(plan, generated, view)
+    state.fold(result)
+    return plan.requests, result
 
 
 def prompt_rows(ids) -> DataProto:
@@ -43,14 +48,14 @@ def rollout_rows(ids, values, metric="acc") -> DataProto:
     return DataProto.from_dict(tensors={"responses": responses}, non_tensors={"index": ids, metric: values})
 
 
-def pilot_round(alloc, correct_counts, n, step=1, tally=None):
+def pilot_round(alloc, correct_counts, n, step=1, state=None):
     """One round of ``alloc`` piloting one prompt per entry of ``correct_counts`` (prompt ids 100, 101, ...)."""
-    tally = tally or StepTally()
+    state = state or StepState()
     ids, values = pilot_of(correct_counts, n)
-    requests = alloc.plan(prompt_rows(ids[::n]), tally, step)
+    requests, result = round_of(alloc, state, prompt_rows(ids[::n]), lambda r: {r[0].name: rollout_rows(ids, values)})
     assert [(r.kind, r.n, len(r.prompts)) for r in requests] == [(PILOT, n, len(correct_counts))]
-    assert alloc.absorb([rollout_rows(ids, values)], tally, step) is None  # nothing buffered yet: nothing trains
-    return tally, ids[::n]
+    assert result.segments == [] and result.committed_ids.size == 0  # nothing buffered yet: nothing trains
+    return state, ids[::n]
 
 
 # ------------------------------------------------------------------ the band, through the allocator
@@ -60,7 +65,12 @@ def pilot_round(alloc, correct_counts, n, step=1, tally=None):
     [(8, [0], range(1, 7), [7, 8]), (16, [0, 1], range(2, 13), range(13, 17))],
 )
 def test_the_pilot_band_counts_every_verdict_exactly(n, too_incorrect, passed, too_correct):
-    alloc = allocator(n_pilot=n, n_pilot_effective=n, p_lower=0.125, p_upper=0.25, evict_threshold=None)
+    alloc = allocator(
+        f"algorithm.exploration.n={n}",
+        "algorithm.diversity_threshold_lower=0.125",
+        "algorithm.diversity_threshold_upper=0.25",
+        "algorithm.exclude_threshold_upper=null",
+    )
     tally, _ = pilot_round(alloc, range(n + 1), n)  # prompt 100 + c has c of n correct
     assert (tally.too_incorrect, tally.passed, tally.too_correct) == (len(too_incorrect), len(passed), len(too_correct))
     assert tally.pilot_prompts == n + 1
@@ -84,7 +94,7 @@ class EvictingDataset:
     [(8, 0.5, range(4, 9)), (16, 0.875, range(14, 17)), (16, 0.5, range(8, 17))],
 )
 def test_eviction_below_one_marks_exactly_the_prompts_at_or_above_the_threshold(n, threshold, evicted_counts):
-    alloc = allocator(n_pilot=n, n_pilot_effective=n, evict_threshold=threshold)
+    alloc = allocator(f"algorithm.exploration.n={n}", f"algorithm.exclude_threshold_upper={threshold}")
     tally, _ = pilot_round(alloc, range(n + 1), n)
     expected = {100 + c for c in evicted_counts}
     assert alloc.evict_next_epoch == expected and tally.evict_marked == len(expected)
@@ -104,18 +114,26 @@ def commit_round(alloc, tally, new_counts, first_id, buffered_ids, step=1):
     the buffer: the requests, the training segments and the committed prompt ids."""
     ids, values = pilot_of(new_counts, N_PILOT)
     ids += first_id - 100
-    requests = alloc.plan(prompt_rows(ids[::N_PILOT]), tally, step)
-    assert [r.kind for r in requests] == [PILOT, COMMIT]
-    commit_ids = requests[1].prompts.non_tensor_batch["index"]
-    assert set(commit_ids.tolist()) <= buffered_ids
-    commit = rollout_rows(np.repeat(commit_ids, N_COMMIT), np.tile([1.0, 0.0, 0.0], len(commit_ids)))
-    segments = alloc.absorb([rollout_rows(ids, values), commit], tally, step)
-    return requests, segments, commit_ids
+
+    def outcomes(requests):
+        assert [r.kind for r in requests] == [PILOT, COMMIT]
+        commit_ids = requests[1].prompts.non_tensor_batch["index"]
+        assert set(commit_ids.tolist()) <= buffered_ids
+        commit = rollout_rows(np.repeat(commit_ids, N_COMMIT), np.tile([1.0, 0.0, 0.0], len(commit_ids)))
+        return {requests[0].name: rollout_rows(ids, values), requests[1].name: commit}
+
+    requests, result = round_of(alloc, tally, prompt_rows(ids[::N_PILOT]), outcomes, step)
+    assert result.committed_ids.tolist() == requests[1].prompts.non_tensor_batch["index"].tolist()
+    return requests, result.segments, result.committed_ids
 
 
 def test_commits_take_what_the_batch_still_needs_and_reuse_n_effective_pilots_each():
     alloc = allocator(
-        train_batch_size=B, gen_batch_size=5, n_pilot=N_PILOT, n_pilot_effective=N_EFFECTIVE, n_commit=N_COMMIT
+        f"data.train_batch_size={B}",
+        "data.gen_batch_size=5",
+        f"algorithm.exploration.n={N_PILOT}",
+        f"algorithm.exploration.n_effective={N_EFFECTIVE}",
+        f"actor_rollout_ref.rollout.n={N_COMMIT}",
     )
     tally, first_ids = pilot_round(alloc, [2, 2, 2, 0, 4], N_PILOT)  # three prompts reach the buffer
     buffered = set(first_ids[:3].tolist())
@@ -155,12 +173,18 @@ def test_dapo_trains_the_groups_whose_scores_vary_whatever_their_mean():
         5: [0.0, 0.25, 0.25, 0.25],  # mixed graded: kept
         6: [0.0] * 4,  # flat at 0: dropped
     }
-    alloc = allocator(method="dapo", agg_metric="score", train_batch_size=6, gen_batch_size=6, n_commit=4)
-    tally = StepTally()
-    (request,) = alloc.plan(prompt_rows(list(groups)), tally, 1)
-    assert (request.kind, request.n) == (GROUP, 4)
+    alloc = allocator(
+        "algorithm.rollout_allocation=dapo",
+        "algorithm.filter_groups.metric=score",
+        "data.train_batch_size=6",
+        "data.gen_batch_size=6",
+        "actor_rollout_ref.rollout.n=4",
+    )
+    tally = StepState()
     rows = rollout_rows(np.repeat(list(groups), 4), np.concatenate(list(groups.values())), metric="score")
-    (segment,) = alloc.absorb([rows], tally, 1)
+    (request,), result = round_of(alloc, tally, prompt_rows(list(groups)), lambda r: {r[0].name: rows})
+    assert (request.kind, request.n) == (GROUP, 4)
+    (segment,) = result.segments
     assert segment.rows.non_tensor_batch["index"].tolist() == [3] * 4 + [5] * 4
     assert (tally.passed, tally.too_correct, tally.too_incorrect) == (2, 2, 2)
     assert tally.committed_ids == {3, 5}

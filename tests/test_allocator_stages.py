@@ -1,5 +1,6 @@
 """Allocators behind one round loop, and the stages that compose with them (issue #10)."""
 
+import dataclasses
 from collections import Counter
 
 import numpy as np
@@ -14,7 +15,8 @@ from recipe.pc.allocation import GroupStats
 from recipe.pc.allocators import ALLOCATORS
 from recipe.pc.settings import PCConfigError
 from recipe.pc.stages.downsample import downsample_rows
-from recipe.pc.stages.skip import PromptSkipper, SkipRule, adapt, admit, skip_probability, update_streaks
+from recipe.pc.stages.skip import PromptSkipper, adapt, admit, skip_probability, update_streaks
+from recipe.pc_tools.defaults import SKIP
 
 STEPS = 4
 N_GEN = 8  # algorithm.downsample.n in the fit tests: twice rollout.n
@@ -154,21 +156,19 @@ def test_admit_leaves_out_prompts_already_waiting_for_a_round():
 
 
 def test_prompts_evicted_at_an_epoch_end_leave_the_pool_of_kept_prompts():
-    from types import SimpleNamespace
-
     from verl import DataProto
 
-    from recipe.pc.pc_ray_trainer import RayPCTrainer
+    from recipe.pc.stages.skip import SkippingFilter
 
-    pool = DataProto.from_dict(tensors={"x": torch.arange(4)}, non_tensors={"index": np.array([4, 8, 15, 16])})
-    trainer = SimpleNamespace(_prompt_pool=pool, train_dataset=SimpleNamespace(evicted_ids={8, 16, 42}))
-    RayPCTrainer._drop_evicted_from_pool(trainer)
-    assert trainer._prompt_pool.non_tensor_batch["index"].tolist() == [4, 15]
-    assert trainer._prompt_pool.batch["x"].tolist() == [0, 2]
-    trainer.train_dataset.evicted_ids |= {4, 15}
-    RayPCTrainer._drop_evicted_from_pool(trainer)
-    assert trainer._prompt_pool is None
-    RayPCTrainer._drop_evicted_from_pool(trainer)  # nothing waiting: nothing to do
+    skipping = SkippingFilter(SKIP, gen_batch_size=8)
+    skipping.pool = DataProto.from_dict(tensors={"x": torch.arange(4)}, non_tensors={"index": np.array([4, 8, 15, 16])})
+    skipping.end_epoch({8, 16, 42})
+    assert skipping.pool.non_tensor_batch["index"].tolist() == [4, 15]
+    assert skipping.pool.batch["x"].tolist() == [0, 2]
+    skipping.end_epoch({4, 8, 15, 16, 42})
+    assert skipping.pool is None
+    skipping.end_epoch({4})  # nothing waiting: nothing to do
+    assert skipping.pool is None
 
 
 def test_streaks_count_consecutive_zero_variance_groups_of_one_kind():
@@ -197,7 +197,7 @@ def test_skip_probability_is_a_probability_below_one_minus_the_floor(streak, p, 
 
 
 def test_exploration_probabilities_move_towards_the_target_within_bounds():
-    rule = SkipRule(p_step=0.1, p_min=0.2, p_max=0.6)
+    rule = dataclasses.replace(SKIP, p_step=0.1, p_min=0.2, p_max=0.6)
     assert adapt(0.5, observed_ratio=0.5, target_ratio=0.1, rule=rule) == pytest.approx(0.4)
     assert adapt(0.5, observed_ratio=0.0, target_ratio=0.1, rule=rule) == pytest.approx(0.6)
     assert adapt(0.6, observed_ratio=0.0, target_ratio=0.1, rule=rule) == pytest.approx(0.6)
@@ -205,7 +205,7 @@ def test_exploration_probabilities_move_towards_the_target_within_bounds():
 
 
 def test_the_first_epoch_only_gathers_history():
-    skipper = PromptSkipper(SkipRule(p_step=0.1))
+    skipper = PromptSkipper(dataclasses.replace(SKIP, p_step=0.1))
     skipper.observe([stats_of([1, 2], [1.0, 1.0], [0, 0])])
     skipper.end_step(epoch=0)
     assert skipper.p_easy == skipper.p_hard == 0.5
@@ -234,14 +234,14 @@ def test_bad_skip_keys_name_the_key(tmp_path, tokenizer, override, match):
 def record_skips(trainer):
     """(generation calls made so far, prompt ids skipped) for each skip decision of the run."""
     skipped = []
-    decide = trainer.skipper.keep_mask
+    decide = trainer.prompt_filter.skipper.keep_mask
 
     def recording(prompt_ids, rng):
         keep = decide(prompt_ids, rng)
         skipped.append((len(trainer.async_rollout_manager.calls), np.asarray(prompt_ids)[~keep].tolist()))
         return keep
 
-    trainer.skipper.keep_mask = recording
+    trainer.prompt_filter.skipper.keep_mask = recording
     return skipped
 
 
@@ -256,12 +256,12 @@ def test_skipping_keeps_batch_sizes_counts_every_rollout_and_brings_prompts_back
     )
     skips = record_skips(trainer)
     pool_checks = []
-    drop_evicted = trainer._drop_evicted_from_pool
-    trainer._drop_evicted_from_pool = lambda: (pool_checks.append(trainer.epoch), drop_evicted())
+    drop_evicted = trainer.prompt_filter.end_epoch
+    trainer.prompt_filter.end_epoch = lambda ids: (pool_checks.append(trainer.counters.epoch), drop_evicted(ids))
     trainer.fit()
     records = step_records(log)
     assert len(records) == steps
-    assert pool_checks == list(range(trainer.epoch))  # every epoch's end takes evicted prompts out of the pool
+    assert pool_checks == list(range(trainer.counters.epoch))  # every epoch's end takes evicted prompts out of the pool
     padding = sum(s["rollout_stats/num_rollouts_padding"] for s in records)
     assert records[-1]["rollout_stats/cumulative_rollouts_sample"] + padding == generated_rows(trainer)
     skipped_total = sum(s["filtering_stats/skipped_count"] for s in records)
@@ -299,22 +299,22 @@ def test_running_out_of_epochs_while_skipping_says_how_many_epochs_and_skips_the
     )
     skips = record_skips(trainer)
     marks = []
-    end_step = trainer.skipper.end_step
+    end_step = trainer.prompt_filter.skipper.end_step
 
     def hopeless_after_the_step(epoch):
         metrics = end_step(epoch)
         if epoch >= 2:
-            trainer.skipper.p_easy = trainer.skipper.p_hard = 0.01
-            trainer.skipper.streaks = {i: -50 for i in range(len(trainer.train_dataset.dataframe))}
+            trainer.prompt_filter.skipper.p_easy = trainer.prompt_filter.skipper.p_hard = 0.01
+            trainer.prompt_filter.skipper.streaks = {i: -50 for i in range(len(trainer.train_dataset.dataframe))}
         marks.append((epoch, len(skips)))
         return metrics
 
-    trainer.skipper.end_step = hopeless_after_the_step
+    trainer.prompt_filter.skipper.end_step = hopeless_after_the_step
     with caplog.at_level("WARNING"):
         trainer.fit()
     epoch_of_last_step, seen = marks[-1]
     skipped_since = sum(len(ids) for _, ids in skips[seen:])
-    assert trainer.epoch == epochs and epoch_of_last_step == 2 and skipped_since > 0
+    assert trainer.counters.epoch == epochs and epoch_of_last_step == 2 and skipped_since > 0
     assert sum(len(ids) for _, ids in skips[:seen]) > 0  # the count is the last step's, not the run's
     assert (
         f"training data ran out at step {len(marks)} (trainer.total_epochs={epochs}, "
@@ -366,7 +366,7 @@ def test_resume_restores_the_skip_history_and_the_pool_of_kept_prompts(tmp_path,
         resumed.fit()
         assert_resumed_like(resumed, (full_gen, full_updates), full_steps, cut)
         assert resumed._pc_state_summary() == full._pc_state_summary()
-        assert resumed.skipper.state_dict() == full.skipper.state_dict()
+        assert resumed.prompt_filter.skipper.state_dict() == full.prompt_filter.skipper.state_dict()
     if method == "pilot_commit":  # rounds of 6 prompts: skipping leaves kept prompts pooled at some saves
         assert any(pooled)
 
@@ -421,7 +421,7 @@ def test_resume_restores_screens_waiting_across_a_step_boundary(tmp_path, tokeni
     waiting = []
     for cut in range(1, steps, 2):
         folder = tmp_path / "full" / "ckpt" / f"global_step_{cut}"
-        waiting.append("screened" in torch.load(folder / "pilot_commit_state.pt"))
+        waiting.append("screened" in torch.load(folder / "pilot_commit_state.pt")["allocator"]["state"])
         (tmp_path / f"resume_{cut}").mkdir()
         env_file_logger(tmp_path / f"resume_{cut}")
         resumed = build_trainer(

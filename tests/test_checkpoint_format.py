@@ -53,7 +53,8 @@ def test_state_file_is_plain_data_and_round_trips(tmp_path, tokenizer):
     assert state["format"] == ckpt.FORMAT and state["version"] == ckpt.VERSION
     assert state["config"] == {"exploration.n": 4, "exploration.n_effective": 4, "rollout.n": 4}
     assert len(trainer.allocator.buffer) > 0
-    entries = ckpt.buffer_from_plain(state["buffer"], PilotRound, PilotRef)["entries"]
+    assert state["allocator"]["name"] == "pilot_commit"
+    entries = ckpt.buffer_from_plain(state["allocator"]["state"]["buffer"], PilotRound, PilotRef)["entries"]
     assert [e.prompt_id for e in entries] == [e.prompt_id for e in trainer.allocator.buffer.entries()]
     for saved, live in zip(entries, trainer.allocator.buffer.entries(), strict=True):
         assert (saved.inserted_step, saved.insertion_order) == (live.inserted_step, live.insertion_order)
@@ -238,12 +239,7 @@ def write_old_format(path, trainer):
             "rng": trainer.rng.bit_generator.state,
             "evict_next_epoch": sorted(trainer.allocator.evict_next_epoch),
             "dataset": trainer.train_dataset.state_dict(),
-            "epoch": trainer.epoch,
-            "gen_round": trainer.gen_round,
-            "cumulative_rollouts": trainer.cumulative_rollouts,
-            "cumulative_trained_rollouts": trainer.cumulative_trained_rollouts,
-            "total_consumed_prompts": trainer.total_consumed_prompts,
-            "total_sampling_rounds": trainer.total_sampling_rounds,
+            **trainer.counters.state_dict(),
         },
         path,
     )
@@ -268,3 +264,30 @@ def test_old_pickle_state_is_refused_with_the_conversion_command_which_then_resu
     resumed_gen, resumed_updates = trace(resumed)
     assert resumed_updates == full_updates[3:]
     assert resumed_gen == full_gen[len(first.async_rollout_manager.calls) :]
+
+
+@pytest.mark.parametrize("fixture", ["state_v1", "state_v1_evict"])
+def test_a_version_1_state_still_resumes(tmp_path, tokenizer, fixture):
+    """States written before the allocator had a key of its own (buffer, evictions, screens at the top level)
+    load into the same trainer state: the summary printed when they were saved."""
+    import json
+
+    folder = os.path.join(ROOT, "tests", "fixtures", fixture)
+    expected = json.load(open(os.path.join(folder, "expected.json")))
+    env_file_logger(tmp_path)
+    trainer = build_trainer(tmp_path, tokenizer, extra=expected["overrides"])
+    state = ckpt.read_state(os.path.join(folder, ckpt.STATE_FILE), trainer._state_config())
+    assert torch.load(os.path.join(folder, ckpt.STATE_FILE), weights_only=True)["version"] == 1
+    assert state["version"] == ckpt.VERSION and state["allocator"]["name"] == "pilot_commit"
+    trainer._load_pc_state(state)
+    assert trainer._pc_state_summary() == expected["summary"]
+
+
+def test_a_state_of_another_allocator_is_refused_before_any_step(tmp_path, tokenizer):
+    fit(tmp_path, tokenizer, 2, ["trainer.save_freq=2"])
+    resume_fails(
+        tmp_path,
+        tokenizer,
+        "written by algorithm.rollout_allocation=pilot_commit, not dapo",
+        extra=["algorithm.rollout_allocation=dapo"],
+    )

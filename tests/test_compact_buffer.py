@@ -52,24 +52,13 @@ class OldAssemblyAllocator(PilotCommitAllocator):
 
     def _take_from_buffer(self, draws):
         if not draws:
-            return None, None
-        by_round = {}
-        for draw in draws:
-            ref = draw.entry.payload
-            by_round.setdefault(id(ref.round), (ref.round, []))[1].append(draw)
-        prompt_parts, rollout_parts = [], []
-        for pilot_round, round_draws in by_round.values():
-            positions = np.array([d.entry.payload.position for d in round_draws])
-            rows = np.concatenate(
-                [d.entry.payload.position * pilot_round.n_pilot + d.response_index for d in round_draws]
-            )
-            prompt_parts.append(pilot_round.prompts.select_idxs(positions))
-            rollout_parts.append(pilot_round.rollouts.select_idxs(rows))
-        return concat_rows(prompt_parts, "buffered prompt rows"), concat_rows(rollout_parts, "rollouts")
-
-    @staticmethod
-    def _round_contribution(reused, commit_rows):
-        return concat_rows([reused, commit_rows], what="reused pilot rollouts and commit rollouts")
+            return None, []
+        prompts = [d.entry.payload.round.prompts.select_idxs([d.entry.payload.position]) for d in draws]
+        rollouts = [
+            d.entry.payload.round.rollouts.select_idxs(d.entry.payload.position * self.pc.pilot.n + d.response_index)
+            for d in draws
+        ]
+        return concat_rows(prompts, "buffered prompt rows"), [Segment(concat_rows(rollouts, "rollouts"))]
 
 
 class OldAssemblyTrainer(RayPCTrainer):
@@ -79,14 +68,15 @@ class OldAssemblyTrainer(RayPCTrainer):
         super().__init__(*args, **kwargs)
         self.allocator = OldAssemblyAllocator(self.pc, self.rng)
 
-    def _assemble_training_batch(self, parts, tally):
+    def _assemble_training_batch(self, step):
+        parts = [seg.rows if seg.index is None else seg.rows.select_idxs(seg.index) for seg in step.segments]
         batch = concat_rows(parts, what="training contributions")
         uids, first, counts = np.unique(batch.non_tensor_batch["uid"], return_index=True, return_counts=True)
         assert (counts == self.pc.group_size).all() and len(uids) <= self.pc.train_batch_size
         if len(uids) < self.pc.train_batch_size:
             unit = self._trainable_unit()
             keep = np.sort(uids[np.argsort(first, kind="stable")][: len(uids) // unit * unit])
-            tally.unfilled_dropped_prompts = len(uids) - len(keep)
+            step.unfilled_dropped_prompts = len(uids) - len(keep)
             batch = batch.select_idxs(np.isin(batch.non_tensor_batch["uid"], keep))
         batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
         return batch
@@ -104,9 +94,9 @@ def snapshot(batch: DataProto) -> dict:
 
 def recording(cls):
     class Recording(cls):
-        def _assemble_training_batch(self, parts, tally):
-            batch = super()._assemble_training_batch(parts, tally)
-            self.assembled.append((self.global_steps, snapshot(batch), tally.unfilled_dropped_prompts))
+        def _assemble_training_batch(self, step):
+            batch = super()._assemble_training_batch(step)
+            self.assembled.append((self.global_steps, snapshot(batch), step.unfilled_dropped_prompts))
             return batch
 
     Recording.assembled = None

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from conftest import ROOT, compose_pc_config
+from omegaconf import OmegaConf
 
 from recipe.pc.main_pc import preflight
 from recipe.pc.parallel import check_parallel_sizes
@@ -344,3 +345,32 @@ def test_pc_log_lines_reach_the_console_inside_a_ray_actor(monkeypatch):
         package.handlers[:] = before[0]
         package.setLevel(before[1])
         package.propagate = before[2]
+
+
+def test_every_setting_has_its_key_in_the_yaml_and_no_default_in_code():
+    """Defaults live in pc_trainer.yaml only: every settings field names a key the composed config holds (the
+    PC keys in the YAML itself, the others in verl's ppo_trainer), and no field carries a default of its own."""
+    import dataclasses
+
+    from recipe.pc.allocators import ALLOCATORS
+    from recipe.pc.settings import yaml_defaults
+
+    absent = object()
+    composed, own = compose_pc_config([]), yaml_defaults()
+    keys = PCSettings.keys() + [k for cls in ALLOCATORS.values() for k in cls.config_keys.values()]
+    for key in keys:
+        assert OmegaConf.select(composed, key, default=absent) is not absent, key
+        if key.startswith("algorithm.") or key == "data.gen_batch_size":
+            node, _, leaf = key.rpartition(".")
+            assert leaf in OmegaConf.select(own, node), f"{key} is not in pc_trainer.yaml"
+
+    def groups(cls):
+        hints = __import__("typing").get_type_hints(cls)
+        yield cls
+        for f in dataclasses.fields(cls):
+            if "key" not in f.metadata:
+                yield from groups(hints[f.name])
+
+    for group in groups(PCSettings):
+        for f in dataclasses.fields(group):
+            assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, (group, f.name)

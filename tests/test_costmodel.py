@@ -9,6 +9,7 @@ import pytest
 
 from recipe.pc.allocation import classify_pilot
 from recipe.pc.settings import PCConfigError
+from recipe.pc.stages.skip import PromptSkipper
 from recipe.pc_tools.costmodel import (
     DAPO,
     GRPO,
@@ -21,6 +22,7 @@ from recipe.pc_tools.costmodel import (
     screened_pilot_probs,
     simulate,
 )
+from recipe.pc_tools.defaults import SKIP
 
 # The exact numbers below are for steps without a round limit; a configuration's default is the trainer YAML's
 # algorithm.max_num_gen_batches (10), which cuts the tail of a geometric count of rounds.
@@ -239,49 +241,49 @@ def test_bad_config_is_the_trainer_error():
 HALF_UNSOLVED = np.r_[np.zeros(300), np.full(300, 0.5)]
 
 
-def test_skipping_loader_pools_kept_prompts_into_rounds_like_the_trainer():
-    from recipe.pc.stages.skip import PromptSkipper, SkipRule
-    from recipe.pc_tools.costmodel import _Loader, _SkippingLoader
+def skipping_run(prompts: int, size: int, hopeless: int, seed: int = 0):
+    """A simulated GRPO run over ``prompts`` prompts, rounds of ``size``, skipping with no exploration floor and
+    prompts 0..hopeless-1 on long all-wrong streaks (kept with chance 0.5 ** 60)."""
+    from recipe.pc_tools.costmodel import _settings
+    from recipe.pc_tools.simulate import SimulatedRun
 
-    skipper = PromptSkipper(SkipRule(explore_floor=0.0))
-    skipper.streaks = {i: -60 for i in range(30)}  # ids 0..29: long all-wrong streaks, kept with chance 0.5 ** 60
-    loader = _SkippingLoader(_Loader(100, 16, np.random.default_rng(3)), skipper, np.random.default_rng(4))
-    reference = _Loader(100, 16, np.random.default_rng(3))  # the same dataloader, unskipped: 6 batches an epoch
-    batches = [reference.next() for _ in range(6 * 4)]  # 4 epochs
+    settings = _settings(GRPO(4, size))
+    skip = dataclasses.replace(SKIP, enable=True, explore_floor=0.0)
+    run = SimulatedRun(dataclasses.replace(settings, skip=skip), np.full(prompts, 0.5), *rngs(seed))
+    run.prompt_filter.skipper.streaks = {i: -60 for i in range(hopeless)}
+    return run
+
+
+def rngs(seed):
+    return np.random.default_rng(seed), np.random.default_rng([seed, 1])
+
+
+def test_the_simulator_pools_kept_prompts_into_rounds_with_the_trainers_filter():
+    run = skipping_run(100, 16, hopeless=30, seed=3)
+    reference = np.random.default_rng(3)  # the same dataloader, unskipped: 6 batches an epoch
+    batches = [reference.permutation(100)[: 6 * 16].reshape(6, 16) for _ in range(4)]  # 4 epochs
     # Every round is full: 70 kept prompts an epoch make 4 rounds and 6 left, which wait for the next epoch's; a
     # batch's kept prompt already waiting is not pooled again.
-    want, pool, skipped = [], [], 0
-    for batch in batches:
-        skipped += int((batch < 30).sum())
+    want, pool = [], []
+    for batch in np.concatenate(batches):
         pool += [pid for pid in batch[batch >= 30].tolist() if pid not in pool]
         while len(pool) >= 16:
-            want, pool, skipped_by_last_round = want + pool[:16], pool[16:], skipped
-    rounds = [loader.next() for _ in range(len(want) // 16)]
-    assert [len(r) for r in rounds] == [16] * len(rounds) and loader.epoch == 3
+            want, pool = want + pool[:16], pool[16:]
+    rounds = [next(run.rounds).non_tensor_batch["index"] for _ in range(len(want) // 16)]
+    assert [len(r) for r in rounds] == [16] * len(rounds) and run.epoch == 3
     np.testing.assert_array_equal(np.concatenate(rounds), want)
-    assert skipper.total_skipped == skipped_by_last_round
 
 
 def test_a_prompt_waiting_for_a_round_is_not_pooled_twice():
-    from recipe.pc.stages.skip import PromptSkipper, SkipRule
-    from recipe.pc_tools.costmodel import _Loader, _SkippingLoader
-
-    skipper = PromptSkipper(SkipRule(explore_floor=0.0))
-    skipper.streaks = {i: -60 for i in range(15)}  # 5 of 20 prompts kept: one waits at each epoch's end
-    loader = _SkippingLoader(_Loader(20, 4, np.random.default_rng(0)), skipper, np.random.default_rng(1))
-    rounds = [loader.next().tolist() for _ in range(50)]
+    run = skipping_run(20, 4, hopeless=15)  # 5 of 20 prompts kept: one waits at each epoch's end
+    rounds = [next(run.rounds).non_tensor_batch["index"].tolist() for _ in range(50)]
     assert all(len(set(r)) == 4 and min(r) >= 15 for r in rounds)
 
 
-def test_skipping_loader_gives_up_when_no_round_can_fill():
-    from recipe.pc.stages.skip import PromptSkipper, SkipRule
-    from recipe.pc_tools.costmodel import _Loader, _SkippingLoader
-
-    skipper = PromptSkipper(SkipRule(explore_floor=0.0))
-    skipper.streaks = {i: -60 for i in range(18)}  # only 2 of 20 prompts can be kept: never a round of 4
-    loader = _SkippingLoader(_Loader(20, 4, np.random.default_rng(0)), skipper, np.random.default_rng(1))
+def test_the_simulator_gives_up_when_no_round_can_fill():
+    run = skipping_run(20, 4, hopeless=18)  # only 2 of 20 prompts can be kept: never a round of 4
     with pytest.raises(RuntimeError, match="kept fewer than 4 prompts in 100 epochs"):
-        loader.next()
+        run.step(1)
 
 
 MOSTLY_UNSOLVED = np.r_[np.zeros(480), np.full(120, 0.5)]
@@ -293,11 +295,10 @@ MOSTLY_UNSOLVED = np.r_[np.zeros(480), np.full(120, 0.5)]
     ids=lambda c: c.label,
 )
 def test_skipping_saves_on_prompts_that_never_vary(config):
-    from recipe.pc.stages.skip import SkipRule
 
     rates = HALF_UNSOLVED if isinstance(config, GRPO) else MOSTLY_UNSOLVED  # DAPO: more than one round a step
     plain = simulate(rates, config, steps=150, warmup=60, seed=1)
-    skipping = simulate(rates, config, steps=150, warmup=60, seed=1, skip=SkipRule())
+    skipping = simulate(rates, config, steps=150, warmup=60, seed=1, skip=SKIP)
     assert skipping.label == plain.label + " skip"
     assert skipping.trained_groups_per_step == pytest.approx(32)
     if isinstance(config, GRPO):  # about the same rollouts a step, on prompts that vary more often
@@ -314,15 +315,16 @@ def test_skipping_saves_on_prompts_that_never_vary(config):
         assert skipping.rounds_per_step < 0.8 * plain.rounds_per_step
 
 
+_RealSkipper = PromptSkipper
+
+
 class _RecordingSkipper:
     """Wraps the trainer's PromptSkipper: the groups it is fed and the epochs its steps end in."""
 
     log: list = []
 
     def __new__(cls, rule):
-        from recipe.pc.stages.skip import PromptSkipper
-
-        class Recording(PromptSkipper):
+        class Recording(_RealSkipper):
             def observe(self, stats):
                 cls.log.append(
                     ("groups", [(int(c), float(sd)) for st in stats for c, sd in zip(st.count, st.std, strict=True)])
@@ -347,12 +349,11 @@ class _RecordingSkipper:
     ids=["grpo", "grpo pods", "pc", "pc screen"],
 )
 def test_the_skip_history_gets_the_groups_the_trainer_reports_and_its_epoch(monkeypatch, config, sizes):
-    import recipe.pc_tools.costmodel as costmodel
-    from recipe.pc.stages.skip import SkipRule
+    import recipe.pc.stages.skip as skip_stage
 
     _RecordingSkipper.log = []
-    monkeypatch.setattr(costmodel, "PromptSkipper", _RecordingSkipper)
-    simulate(HALF_UNSOLVED, config, steps=30, warmup=0, seed=2, skip=SkipRule())
+    monkeypatch.setattr(skip_stage, "PromptSkipper", _RecordingSkipper)
+    simulate(HALF_UNSOLVED, config, steps=30, warmup=0, seed=2, skip=SKIP)
     groups = [g for kind, entry in _RecordingSkipper.log if kind == "groups" for g in entry]
     assert {count for count, _ in groups} == sizes
     screen = getattr(config, "screen_n", None)
@@ -366,11 +367,10 @@ def test_the_skip_history_gets_the_groups_the_trainer_reports_and_its_epoch(monk
 
 
 def test_skipping_changes_nothing_until_a_prompt_comes_back():
-    from recipe.pc.stages.skip import SkipRule
 
     many = np.random.default_rng(5).random(3000)  # 30 steps of 32 never reach a prompt twice
     plain = simulate(many, GRPO(16, 32), steps=30, warmup=0)
-    skipping = simulate(many, GRPO(16, 32), steps=30, warmup=0, skip=SkipRule())
+    skipping = simulate(many, GRPO(16, 32), steps=30, warmup=0, skip=SKIP)
     assert dataclasses.replace(skipping, label=plain.label) == plain
 
 

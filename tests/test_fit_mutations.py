@@ -25,14 +25,14 @@ def run(tmp_path_factory):
     boundaries = []
     end_epoch = trainer._end_epoch
 
-    def spy(tally, parts):  # at an epoch boundary: the step, its committed groups, the buffered ones
-        committed = {u for part in parts for seg in part for u in np.asarray(seg.non_tensor["uid"])[seg.index]}
+    def spy(step):  # at an epoch boundary: the step, its committed groups, the buffered ones
+        committed = {u for seg in step.segments for u in np.asarray(seg.non_tensor["uid"])[seg.index]}
         buffered = {
             e.payload.round.prompts.non_tensor_batch["uid"][e.payload.position]
             for e in trainer.allocator.buffer.entries()
         }
         boundaries.append((trainer.global_steps, committed, buffered))
-        return end_epoch(tally, parts)
+        return end_epoch(step)
 
     trainer._end_epoch = spy
     trainer.fit()
@@ -153,7 +153,7 @@ def test_colocated_reward_model_scores_each_round_with_the_replicas_asleep(tmp_p
     log = env_file_logger(tmp_path)
     trainer = build_trainer(tmp_path, tokenizer, colocated_rm=True, extra=["trainer.total_training_steps=3"])
     trainer.fit()
-    rounds = trainer.total_sampling_rounds
+    rounds = trainer.counters.total_sampling_rounds
     assert rounds > 3
     assert trainer.reward_loop_manager.scored_rows == [c.num_rows for c in trainer.async_rollout_manager.calls]
     # One sleep per round for the reward model and one per step for the actor; every sleep ends in a sync.

@@ -20,7 +20,7 @@ from test_trainer_fit import build_trainer
 from verl.utils import tensordict_utils as tu
 from verl.workers.engine.utils import prepare_micro_batches
 
-import recipe.pc.pc_ray_trainer as pc_trainer_module
+import recipe.pc.generation as generation_module
 from recipe.pc.main_pc import _check_pc, preflight
 from recipe.pc.parallel import MicroBatch, MicroBatches, check_parallel_sizes, micro_batches, trainable_unit
 from recipe.pc.settings import PCConfigError, PCSettings
@@ -44,9 +44,11 @@ def verl_splits(rows: int, micro: int) -> bool:
 
 # ---------------------------------------------------------------------- the start-up check
 def smoke_config(*extra):
-    """The smoke run's shape: 8 prompts x (4 pilots + 4 commits) = 64 rows, mini-batches of 8 x 4 = 32 rows."""
+    """The smoke run's shape: 8 prompts x (4 pilots + 4 commits) = 64 rows, mini-batches of 8 x 4 = 32 rows
+    (verl's rule, ppo_mini_batch_size x rollout.n, whose arithmetic these checks spell out)."""
     return compose_pc_config(
         [
+            "algorithm.mini_batch_unit=rollout_n",
             "data.train_batch_size=8",
             "data.gen_batch_size=16",
             "algorithm.exploration.n=4",
@@ -96,6 +98,7 @@ def test_partial_mini_batch_is_padded_to_a_whole_one_before_the_update_split():
     # Reference preset shape: 8 x (2 + 6) = 64 rows, mini-batches of 2 x 6 = 12 rows: 5 whole + a partial one
     # per rank at dp 1, padded to 12 rows; the update micro size must divide 12, the log-prob one 64.
     base = ("algorithm.partial_mini_batch=true", "algorithm.exploration.n=2", f"{ARR}.rollout.n=6")
+    base += (f"{ARR}.actor.policy_loss.loss_mode=pc_reference",)
     check(smoke_config(*base, f"{ARR}.actor.ppo_mini_batch_size=2", f"{UPDATE}=12", f"{LOG_PROB}=64"), dp=1)
     with pytest.raises(PCConfigError, match=f"{UPDATE}=8 does not divide .* = 12 rows per rank"):
         check(smoke_config(*base, f"{ARR}.actor.ppo_mini_batch_size=2", f"{UPDATE}=8"), dp=1)
@@ -170,11 +173,10 @@ def test_every_batch_an_accepted_config_can_train_splits_under_verl(
         BASE_SETTINGS,
         train_batch_size=batch,
         gen_batch_size=batch,
-        buffer_size=batch,
-        n_pilot=n_pilot,
-        n_pilot_effective=n_pilot,
         n_commit=n_commit,
-        partial_mini_batch=partial,
+        buffer=dataclasses.replace(BASE_SETTINGS.buffer, size=batch),
+        pilot=dataclasses.replace(BASE_SETTINGS.pilot, n=n_pilot, n_effective=n_pilot),
+        reference=dataclasses.replace(BASE_SETTINGS.reference, partial_mini_batch=partial),
     )
     micro = MicroBatches(
         (MicroBatch(LOG_PROB, log_prob, dp), MicroBatch(REF, ref, ref_dp)), MicroBatch(UPDATE, update, dp)
@@ -208,21 +210,14 @@ def test_smoke_script_at_dp4_is_refused_naming_the_log_prob_micro_size(tmp_path)
 
 
 def test_14b_paper_script_validates_on_8_nodes_with_rollout_tp2(tmp_path):
-    data = tmp_path / "polaris_53k"
-    data.mkdir()
-    (data / "train.parquet").touch()
-    for name in (
-        "aime-2024",
-        "aime-2025",
-        "amc-2023",
-        "math-500",
-        "minerva-math",
-        "olympiad-bench",
-    ):
-        (tmp_path / "math_test").mkdir(exist_ok=True)
-        (tmp_path / "math_test" / f"{name}-nosystem-boxed.parquet").touch()
-    (tmp_path / "deepmath_103k_prefiltered").mkdir()
-    (tmp_path / "deepmath_103k_prefiltered" / "test.parquet").touch()
+    # The reference preset (the paper scripts' default) reads the as-authors copies of the data.
+    (tmp_path / "polaris_53k_as_authors").mkdir()
+    (tmp_path / "polaris_53k_as_authors" / "train.parquet").touch()
+    (tmp_path / "math_test_as_authors").mkdir()
+    for name in ("aime-2024", "aime-2025", "amc-2023", "math-500", "minerva-math", "oylmpiad-bench"):
+        (tmp_path / "math_test_as_authors" / f"{name}-nosystem-boxed.parquet").touch()
+    (tmp_path / "deepmath_103k_prefiltered_as_authors").mkdir()
+    (tmp_path / "deepmath_103k_prefiltered_as_authors" / "test.parquet").touch()
     out = run_script("pc_qwen3-14b_p16c48.sh", {"DRY_RUN": "1", "DATA_DIR": str(tmp_path), "MODEL_PATH": str(tmp_path)})
     assert out.returncode == 0, out.stderr[-3000:]
     cfg = yaml.safe_load(out.stdout)
@@ -274,14 +269,14 @@ class VerlSplitRecorder:
 
 def record_padding(monkeypatch, trainer):
     pads = []  # (step, rows, divisor, padding rows)
-    real = pc_trainer_module.pad_dataproto_to_divisor
+    real = generation_module.pad_dataproto_to_divisor
 
     def recording(data, divisor):
         padded, pad = real(data, divisor)
         pads.append((trainer.global_steps, len(data), divisor, pad))
         return padded, pad
 
-    monkeypatch.setattr(pc_trainer_module, "pad_dataproto_to_divisor", recording)
+    monkeypatch.setattr(generation_module, "pad_dataproto_to_divisor", recording)
     return pads
 
 
@@ -323,7 +318,7 @@ def test_dp8_rows_padding_and_mini_batches(tmp_path, tokenizer, monkeypatch, ext
         expected = sum(pad for step, _, _, pad in pads if step == number)
         assert record["rollout_stats/num_rollouts_padding"] == expected
     generated = sum(n for _, n, _, _ in pads)
-    assert trainer.cumulative_rollouts == generated  # padding rows are not counted as rollouts
+    assert trainer.counters.cumulative_rollouts == generated  # padding rows are not counted as rollouts
     assert sum(c.num_rows for c in trainer.async_rollout_manager.calls) == generated + sum(p[3] for p in pads)
 
     # Each actor call carries the step's rows, rows / 8 per rank, each group whole: no padding row is trained.
@@ -369,7 +364,7 @@ def test_dp8_unfilled_batch_is_cut_to_a_unit_that_splits_into_micro_batches(tmp_
     trainer.fit()
     # Rows unit lcm(16-row mini-batch, 8 ranks x 4 micro) = 32 rows = 4 prompts (without the micro size: 2).
     assert trainer._trainable_unit() == 4
-    assert trainer.pc.trainable_unit(DP, 4) == 2
+    assert trainable_unit(trainer.pc, DP, 4) == 2
     trained = [c[1] for c in recorder.calls if c[0] == "update_actor"]
     assert trained and all(r % 32 == 0 for r in trained)
     assert any(r < 64 for r in trained), "no unfilled batch was trained"

@@ -12,6 +12,7 @@ import pytest
 
 from recipe.pc_tools import plan
 from recipe.pc_tools.costmodel import GRPO, PilotCommit, predict, predict_at_filter_rate, simulate
+from recipe.pc_tools.defaults import SKIP
 from recipe.pc_tools.dumps import DumpError, parse_steps, pass_rates, read_dump, read_pass_counts, step_files
 from recipe.pc_tools.predictions import CRITERION_CAVEAT, default_splits, recommend
 
@@ -491,7 +492,6 @@ def test_a_run_must_match_the_stages_it_is_measured_against(tmp_path, capsys):
 
 
 def test_simulated_runs_from_the_start_with_skipping_and_the_runs_prompt_count(capsys):
-    from recipe.pc.stages.skip import SkipRule
 
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--group-size", "16", "--pc", "4+12"]
     sim = ["--simulate", "6", "--simulate-warmup", "0", "--simulate-runs", "3", "--prompts", "50", "--skip"]
@@ -501,7 +501,7 @@ def test_simulated_runs_from_the_start_with_skipping_and_the_runs_prompt_count(c
     _, seen, wins = read_pass_counts(step_files(FIXTURE, (None, None)), "acc")
     rates = pass_rates(seen, wins, (0.0, 0.0))
     config = PilotCommit(4, 12, 8, 4)
-    for skip in (None, SkipRule()):
+    for skip in (None, SKIP):
         want = simulate(rates, config, steps=6, warmup=0, skip=skip, runs=3, prompts=50)
         assert f"| {want.label} | 16 | {want.rounds_per_step:.2f} | {want.pilot_rollouts_per_step:.0f} |" in out
     # Each of these only tunes the simulator: refused without it, naming the flag.

@@ -84,3 +84,17 @@ def test_only_token_mean_is_reproduced():
         reference_loss.micro_batch_weighted_loss(
             old, old, advantages, mask, "seq-mean-token-mean", actor_config(1, 6, 19)
         )
+
+
+def test_the_packing_measurement_runs_and_packs_as_each_verl_version_does():
+    """scripts/reference_packing.py, at a tiny shape: what the 'How it differs' page quotes cannot rot."""
+    import runpy
+
+    script = runpy.run_path(str(__import__("pathlib").Path(__file__).parents[1] / "scripts" / "reference_packing.py"))
+    lengths = [900, 150, 700, 400, 820, 130, 640, 300]
+    old, new = script["packing_05"](lengths, 1000), script["packing_091"](lengths, 1000)
+    assert len(old) == -(-sum(lengths) // 1000)  # verl 0.5: the fewest micro-batches that fit on average
+    assert all(sum(lengths[i] for i in part) <= 1000 for part in new)  # verl 0.9.1: every one fits
+    assert sorted(i for part in old for i in part) == sorted(i for part in new for i in part) == list(range(8))
+    (p_mean, p_max), (t_mean, t_max) = script["measure"](8, 1000, 50, (50, 900), draws=5)
+    assert 0 < p_mean <= p_max < 2 and 0 < t_mean <= t_max < 2

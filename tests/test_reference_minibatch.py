@@ -4,8 +4,9 @@ The paper's shapes, scaled down with the same ratios (prompts per step : prompts
 pilot : commit = 1 : 3), so that each rank's rows are 16/3 mini-batches, as on the GPUs:
 - 1.5B: 128 prompts x (32 + 96) on 16 ranks, mini-batches 32 x 96  ->  4 x (2 + 6) on 2 ranks, 1 x 6;
 - 4B:   128 prompts x (16 + 48) on 32 ranks, mini-batches 32 x 48  ->  4 x (4 + 12) on 4 ranks, 1 x 12.
-Either way a step is 5 whole mini-batches and one partial one of a third of the rows, weighted 1/3,
-in ONE update_actor call (one LR-scheduler step); GRPO at the same group size keeps its 4.
+Either way a step is 5 whole mini-batches and one partial one of a third of the rows, in ONE update_actor call (one
+LR-scheduler step); the reference loss (``recipe.pc.reference_loss``, tested on its own) weights the partial one by its
+real rows. GRPO at the same group size keeps its 4.
 """
 
 import numpy as np
@@ -54,7 +55,7 @@ def run(tmp_path, tokenizer, dp, extra, trainer_cls=None):
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_reference_step_runs_five_whole_and_one_third_weighted_mini_batch(shape, tmp_path, tokenizer):
+def test_reference_step_runs_five_whole_and_one_partial_mini_batch_at_each_ranks_tail(shape, tmp_path, tokenizer):
     dp, n_pilot, n_commit = SHAPES[shape]["dp"], SHAPES[shape]["n_pilot"], SHAPES[shape]["n_commit"]
     updates, sent, steps = run(
         tmp_path,
@@ -71,27 +72,50 @@ def test_reference_step_runs_five_whole_and_one_third_weighted_mini_batch(shape,
     per_rank, mini = rows // dp, n_commit // dp  # mini-batch: 1 prompt x n_commit rows
     full, partial = divmod(per_rank, mini)
     assert (full, 3 * partial) == (5, mini)
-    for step, (call, original) in enumerate(zip(updates, sent, strict=True), start=1):
+    for call, original in zip(updates, sent, strict=True):
         assert call.mini_batch_rows == n_commit and call.num_rows == dp * 6 * mini
-        # Each rank's rows are permuted before the cut, seeded by (seed, step); data.seed=7 in build_trainer.
-        rng = np.random.default_rng([7, step])
         for rank in range(dp):
             got = call.advantages[rank * 6 * mini : (rank + 1) * 6 * mini]
             tokens = call.loss_tokens[rank * 6 * mini : (rank + 1) * 6 * mini]
-            own = original[rank * per_rank : (rank + 1) * per_rank][torch.from_numpy(rng.permutation(per_rank))]
-            assert (tokens[:per_rank] > 0).all() and (tokens[per_rank:] == 0).all()  # padding adds no loss tokens
+            own = original[rank * per_rank : (rank + 1) * per_rank]
+            # The rank's rows in order, unscaled (the loss weights them); its tail is the partial mini-batch, then
+            # padding that adds no loss tokens and no advantage.
+            assert torch.equal(got[:per_rank], own)
+            assert (tokens[:per_rank] > 0).all() and (tokens[per_rank:] == 0).all()
             assert (got[per_rank:] == 0).all()
-            # The weight each mini-batch's real rows carry against the advantages the trainer computed.
-            for k in range(6):
-                block = slice(k * mini, min((k + 1) * mini, per_rank))
-                live = own[block] != 0
-                assert live.any()
-                weight = (got[block][live] / own[block][live]).unique()
-                expected = 1.0 if k < 5 else partial / mini
-                assert torch.allclose(weight, torch.tensor(expected)), (k, weight)
     for s in steps:
         assert s["training/ppo_mini_batches"] == s["training/optimizer_steps"] == 6
         assert s["training/partial_mini_batch_weight"] == pytest.approx(1 / 3)
+
+
+def test_the_reference_preset_weights_by_verl_05s_loss_and_spreads_rows_as_verl_05(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+    trainer = build_trainer(tmp_path, tokenizer, dp_size=2, extra=["preset=reference"])
+    assert trainer.config.actor_rollout_ref.actor.policy_loss.loss_mode == "pc_reference"
+    lengths = torch.tensor([9, 2, 7, 7, 1, 3, 8, 4])
+    batch = DataProto.from_dict(
+        tensors={
+            "attention_mask": (torch.arange(10)[None, :] < lengths[:, None]).long(),
+            "row": torch.arange(len(lengths)),
+        }
+    )
+    metrics = {}
+    trainer._balance_batch(batch, metrics)
+    order = batch.batch["row"].view(2, -1)
+    # Two ranks of four rows each, the sequence lengths balanced, each rank's rows in batch order.
+    assert torch.equal(order, order.sort(dim=1).values)
+    assert sorted(order.flatten().tolist()) == list(range(8))
+    assert abs(int(lengths[order[0]].sum()) - int(lengths[order[1]].sum())) <= 1
+    assert metrics  # verl's balance statistics are logged too
+    improved = (
+        build_trainer(tmp_path / "improved", tokenizer, dp_size=2) if (tmp_path / "improved").mkdir() is None else None
+    )
+    shuffled = DataProto.from_dict(tensors={k: v.clone() for k, v in batch.batch.items()})
+    shuffled.batch["row"] = torch.arange(len(lengths))
+    shuffled.batch["attention_mask"] = (torch.arange(10)[None, :] < lengths[:, None]).long()
+    improved._balance_batch(shuffled, {})
+    ranks = shuffled.batch["row"].view(2, -1)
+    assert not torch.equal(ranks, ranks.sort(dim=1).values)  # verl's own order: shortest rows at both ends
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
@@ -136,33 +160,33 @@ def test_improved_preset_takes_grpo_s_four_updates(tmp_path, tokenizer):
         ("actor_rollout_ref.actor.shuffle=true", "shuffle=false"),
         ("actor_rollout_ref.actor.use_kl_loss=true", "use_kl_loss=false"),
         ("actor_rollout_ref.actor.entropy_coeff=0.01", "entropy_coeff=0"),
-        ("actor_rollout_ref.actor.policy_loss.loss_mode=gspo", "loss_mode=vanilla"),
+        ("actor_rollout_ref.actor.policy_loss.loss_mode=vanilla", "loss_mode=pc_reference"),
     ],
 )
 def test_partial_mini_batch_refuses_settings_that_would_misweight_it(override, message, tmp_path, tokenizer):
+    loss = "actor_rollout_ref.actor.policy_loss.loss_mode=pc_reference"
     with pytest.raises(PCConfigError, match=message):
-        build_trainer(tmp_path, tokenizer, extra=["algorithm.partial_mini_batch=true", override])
+        build_trainer(tmp_path, tokenizer, extra=["algorithm.partial_mini_batch=true", loss, override])
 
 
-def test_the_partial_mini_batch_is_not_the_shortest_rows_of_a_rank():
-    """verl's _balance_batch leaves each rank's shortest rows at its ends; the tail must not be them every step."""
+def test_each_ranks_tail_is_its_partial_mini_batch_padded_with_rows_that_carry_nothing():
     dp, per_rank, mini = 2, 16, 6  # 2 whole mini-batches of 6 and a partial one of 4 rows per rank
-    lengths = np.arange(per_rank)
-    order = np.r_[lengths[::2], lengths[1::2][::-1]]  # verl's within-rank order: shortest at both ends
-    rows = np.concatenate([order, order])
     batch = DataProto.from_dict(
         tensors={
             "response_mask": torch.ones(dp * per_rank, 3, dtype=torch.long),
-            "advantages": torch.ones(dp * per_rank, 3),
-            "length": torch.from_numpy(rows),
+            "advantages": torch.arange(dp * per_rank, dtype=torch.float)[:, None].expand(-1, 3).clone(),
+            "row": torch.arange(dp * per_rank),
         }
     )
     plan = MiniBatchPlan(per_rank, mini, per_rank // mini, per_rank % mini)
-    tail_means = []
-    for step in range(40):
-        padded = pad_partial_mini_batch(batch, plan, dp, np.random.default_rng([0, step]))
-        weighted = padded.batch["advantages"][:, 0] == plan.partial_weight
-        tail_means.append(padded.batch["length"][weighted].double().mean().item())
-    unpermuted_tail = order[-plan.partial_rows :].mean()  # what the tail held before the rows were permuted
-    assert unpermuted_tail == 4  # the rows 7, 5, 3, 1: the shorter half of the rank
-    assert abs(np.mean(tail_means) - lengths.mean()) < 1.5  # an unbiased sample of the rank's rows on average
+    padded = pad_partial_mini_batch(batch, plan, dp)
+    assert len(padded) == dp * 3 * mini
+    for rank in range(dp):
+        chunk = padded[rank * 3 * mini : (rank + 1) * 3 * mini]
+        own = np.arange(rank * per_rank, (rank + 1) * per_rank)
+        # The rank's rows in batch order, so its partial mini-batch is its last 4 rows; then 2 copies of them.
+        assert chunk.batch["row"].tolist() == [*own, *own[-4:][:2]]
+        assert torch.equal(chunk.batch["advantages"][:per_rank], batch.batch["advantages"][own])  # unscaled
+        assert (chunk.batch["response_mask"][per_rank:] == 0).all() and (
+            chunk.batch["advantages"][per_rank:] == 0
+        ).all()

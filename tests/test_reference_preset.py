@@ -1,11 +1,12 @@
 """PRESET=reference | improved: every paper script, composed under both presets, sets each behaviour row of
-the README's "How it differs from the authors' release" table to that row's value.
+docs/reference-preset.md's "How it differs from the authors' release" table to that row's value.
 
 The scripts run for real up to the trainer's command line; a stand-in ``python3`` records that command
 line, and Hydra composes it in-process (the same composition ``--cfg job`` prints, without a process
 start per script).
 """
 
+import inspect
 import os
 import re
 import subprocess
@@ -23,7 +24,7 @@ SECTION = "## How it differs from the authors' release"
 
 
 def readme_rows() -> list[list[str]]:
-    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    text = open(os.path.join(ROOT, "docs", "reference-preset.md"), encoding="utf-8").read()
     section = text[text.index(SECTION) :].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("|")][2:]  # header and rule
     return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows]
@@ -42,7 +43,8 @@ def script_command_line(script: str, tmp_path, **env_extra) -> list[str]:
     shim.chmod(0o755)
     out = tmp_path / f"{script}.args"
     env = {k: v for k, v in os.environ.items() if k not in ("PRESET", "GRADER")}
-    env.update(PATH=f"{shim_dir}{os.pathsep}{os.environ['PATH']}", DATA_DIR="/data/pc", ARGS_OUT=str(out), **env_extra)
+    env.update(PATH=f"{shim_dir}{os.pathsep}{os.environ['PATH']}", DATA_DIR="/data/pc", ARGS_OUT=str(out))
+    env.update(env_extra)
     run = subprocess.run(["bash", os.path.join(ROOT, "train_scripts", script)], capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr[-2000:]
     args = out.read_text().split("\0")[:-1]
@@ -65,14 +67,28 @@ def _deepmath_folder(cfg, script):
     return folder
 
 
+def _polaris_folder(cfg, script):
+    return None if "1.5b" in script else cfg.data.train_files.split("/")[-2]
+
+
+def _grader(cfg, script):
+    """The grader the reward function runs: the preset's, or math_reward's own default."""
+    from recipe.pc.rewards import math_reward
+
+    default = inspect.signature(math_reward.compute_score).parameters["grader"].default
+    return cfg.reward.custom_reward_function.reward_kwargs.get("grader", default)
+
+
 # README key cell -> the composed value it names for one script (None: the row does not apply to it).
 ROW_VALUES = {
     "algorithm.mini_batch_unit": lambda cfg, s: cfg.algorithm.mini_batch_unit,
     "algorithm.partial_mini_batch": lambda cfg, s: str(cfg.algorithm.partial_mini_batch).lower(),
-    "reward.custom_reward_function.reward_kwargs.grader": lambda cfg, s: (
-        cfg.reward.custom_reward_function.reward_kwargs.grader
-    ),
+    "actor_rollout_ref.actor.policy_loss.loss_mode": lambda cfg, s: cfg.actor_rollout_ref.actor.policy_loss.loss_mode,
+    "algorithm.row_order": lambda cfg, s: cfg.algorithm.row_order,
+    "reward.custom_reward_function.reward_kwargs.grader": _grader,
     "data.train_files (1.5B scripts)": _deepmath_folder,
+    "data.train_files (Polaris scripts)": _polaris_folder,
+    "data.val_files": lambda cfg, s: cfg.data.val_files[0].split("/")[-2],
     "algorithm.dapo_step_unit": lambda cfg, s: cfg.algorithm.dapo_step_unit,
     "actor_rollout_ref.rollout.n (4B DAPO)": lambda cfg, s: (
         str(cfg.actor_rollout_ref.rollout.n) if s == "dapo_qwen3-4b_n64.sh" else None
@@ -186,7 +202,7 @@ def test_dapo_total_training_steps_counts_rounds_or_updates(unit, tmp_path, toke
     )
     trainer.fit()
     rounds = [s["training/num_gen_batches"] for s in step_records(log)]
-    assert sum(rounds) == trainer.total_sampling_rounds
+    assert sum(rounds) == trainer.counters.total_sampling_rounds
     if unit == "update":
         assert len(rounds) == budget
     else:

@@ -219,7 +219,7 @@ def test_duplicate_prompt_ids_in_a_generation_batch_are_named(tmp_path, tokenize
     batch = next(iter(trainer.train_dataloader))
     batch["index"] = np.array([3, 3] + list(batch["index"][2:]), dtype=object)
     with pytest.raises(ValueError, match=r"prompt ids \[3\] more than once"):
-        trainer._new_pilot_prompts(batch)
+        trainer._to_prompts(batch)
 
 
 def test_rows_without_ground_truth_are_named(tmp_path, tokenizer):
@@ -260,21 +260,21 @@ def test_resuming_from_a_checkpoint_without_pc_state_is_refused(tmp_path, tokeni
 def test_a_prompt_committed_in_a_round_is_not_queued_again_by_its_own_new_pilot(tmp_path, tokenizer):
     from verl.utils.dataset.rl_dataset import collate_fn
 
-    from recipe.pc.metrics import StepTally
+    from recipe.pc.step import StepState
 
     env_file_logger(tmp_path)
     trainer = build_trainer(tmp_path, tokenizer, probs=[0.5] * 40, extra=["data.shuffle=false"])
     trainer.checkpoint_manager.update_weights(0)
     trainer.global_steps = 1
     data = trainer.train_dataset
-    tally, timing = StepTally(), {}
-    trainer._run_round(collate_fn([data[i] for i in range(G)]), tally, [], timing)
+    step = StepState()
+    trainer._run_round(trainer._to_prompts(collate_fn([data[i] for i in range(G)])), step)
     entry = trainer.allocator.buffer.entries()[0]
     trainer.allocator.buffer.load_state_dict({"entries": [entry], "next_order": 1})  # the only prompt to commit
     # As after an epoch boundary: the next round pilots the buffered prompt again while committing it.
     again = collate_fn([data[entry.prompt_id]] + [data[i] for i in range(G, 2 * G - 1)])
-    trainer._run_round(again, tally, [], timing)
-    assert tally.committed_ids == {entry.prompt_id}
+    trainer._run_round(trainer._to_prompts(again), step)
+    assert step.committed_ids == {entry.prompt_id}
     assert entry.prompt_id not in trainer.allocator.buffer
 
 

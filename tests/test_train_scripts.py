@@ -212,8 +212,9 @@ def test_dry_run_of_a_paper_script_names_each_failed_check(env, message, data_di
 def test_dry_run_names_missing_data_files(tmp_path):
     out = run_script("grpo_qwen3-4b_n64.sh", {"DRY_RUN": "1", "DATA_DIR": str(tmp_path)})
     assert out.returncode != 0
-    assert f"data.train_files: {tmp_path}/polaris_53k/train.parquet" in out.stderr
-    assert f"data.val_files: {tmp_path}/math_test/aime-2024-nosystem-boxed.parquet" in out.stderr
+    # The reference preset (the default) reads the as-authors copies.
+    assert f"data.train_files: {tmp_path}/polaris_53k_as_authors/train.parquet" in out.stderr
+    assert f"data.val_files: {tmp_path}/math_test_as_authors/aime-2024-nosystem-boxed.parquet" in out.stderr
 
 
 def test_unreachable_model_stops_before_ray_with_one_line(tmp_path, data_dir):

@@ -19,11 +19,12 @@ Three ways to get the numbers, each returning a :class:`Prediction`:
 
 Of the allocator stages they model screening pilots (``screen_n``) and PODS down-sampling (``downsample_n``); GRESO
 skipping (``simulate(..., skip=SKIP)``) only the simulator, as it acts on each prompt's history. With fixed pass
-rates a prompt never solved stays unsolved, so its skips are never wrong, and nothing is evicted: the simulated saving from skipping is optimistic for a policy that learns.
-All three leave out what a fixed pass-rate table cannot describe: the policy improving, eviction of
-solved prompts, and epoch-end effects. A step cut at ``max_num_gen_batches`` rounds trains on what
-it collected (the trainer does so once it has ``min_train_prompts``). Unset fields of a configuration
-take the trainer YAML's values (``recipe.pc_tools.defaults``): the band, staleness bound and round limit.
+rates a prompt never solved stays unsolved, so its skips are never wrong, and nothing is evicted: the simulated
+saving from skipping is optimistic for a policy that learns. All three leave out what a fixed pass-rate table cannot
+describe: the policy improving, eviction of solved prompts, and epoch-end effects. A step cut at
+``max_num_gen_batches`` rounds trains on what it collected (the trainer does so once it has ``min_train_prompts``).
+Unset fields of a configuration take the trainer YAML's values (``recipe.pc_tools.defaults``): the band, staleness
+bound and round limit.
 """
 
 from __future__ import annotations

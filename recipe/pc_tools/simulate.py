@@ -22,6 +22,7 @@ from recipe.pc.stages.prompt_filter import make_prompt_filter
 from recipe.pc.step import StepState, run_round
 
 MAX_ROUNDS_WITHOUT_LIMIT = 10_000  # a step that has not filled after this many rounds (no round limit) raises
+MAX_EPOCHS_A_ROUND = 100  # the dataloader passes a skipping filter may take for one round (the trainer: total_epochs)
 
 
 class SimulatedRun:
@@ -35,6 +36,7 @@ class SimulatedRun:
         self.allocator = make_allocator(settings, rng)
         self.prompt_filter = make_prompt_filter(settings)
         self.epoch = -1  # of the last dataloader batch drawn
+        self._round_asked_at = 0  # the epoch at which the round being drawn was asked for
         self.rounds = self.prompt_filter.rounds(self._dataloader(), filter_rng)
         self.gen_round = 0
 
@@ -43,6 +45,10 @@ class SimulatedRun:
         size = self.settings.gen_batch_size
         while True:
             self.epoch += 1
+            if self.epoch - self._round_asked_at > MAX_EPOCHS_A_ROUND:
+                raise RuntimeError(
+                    f"skipping kept fewer than {size} prompts in {MAX_EPOCHS_A_ROUND} epochs: no round can fill"
+                )
             order = self.rng.permutation(len(self.p))
             for start in range(0, len(order) - size + 1, size):
                 ids = order[start : start + size]
@@ -64,6 +70,7 @@ class SimulatedRun:
         """One step: rounds, pilot and commit rollouts, trained and informative groups, filter passes, candidates."""
         settings, state = self.settings, StepState(began_at_epoch=max(self.epoch, 0))
         while True:
+            self._round_asked_at = max(self.epoch, 0)
             prompts = next(self.rounds)
             self.gen_round += 1
             state.rounds += 1
