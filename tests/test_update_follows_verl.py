@@ -42,7 +42,7 @@ FOLLOWED = [
 ]
 # Blocks it does not run, each refused at start-up where a config could ask for it.
 LEFT_OUT = {
-    "rollout_correction": "refused by RayPCTrainer._check_supported_features: reused pilots have no behaviour log-probs",
+    "rollout_correction": "refused by RayPCTrainer._check_supported_features: reused pilots lack behaviour log-probs",
     "_start_profiling(": "refused through settings.STOCK_OPTIONS_NOT_RUN (global_profiler.steps)",
     "should_save_ckpt_esi(": "refused through settings.STOCK_OPTIONS_NOT_RUN (trainer.esi_redundant_time)",
 }
