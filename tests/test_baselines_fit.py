@@ -71,3 +71,40 @@ def test_grpo_refuses_a_generation_batch_it_would_waste(tmp_path, tokenizer):
     env_file_logger(tmp_path)
     with pytest.raises(PCConfigError, match="gen_batch_size"):
         build_trainer(tmp_path, tokenizer, extra=["algorithm.rollout_allocation=grpo"])
+
+
+@pytest.mark.parametrize("method", ["dapo", "pilot_commit"])
+def test_with_carry_over_off_dapo_keeps_its_partial_batch_and_rounds_and_pilot_commit_drops_them(
+    tmp_path, tokenizer, method
+):
+    """The authors' DAPO carried its partial batch and round count across an epoch end; their PC dropped both."""
+    from pc_standins import read_metrics
+
+    log = env_file_logger(tmp_path)
+    # 40 prompts in rounds of 8, five rounds an epoch, of which only 8 vary: a step takes several rounds, and some
+    # step is cut by an epoch end.
+    trainer = build_trainer(
+        tmp_path,
+        tokenizer,
+        probs=[0.0] * 32 + [0.5] * 8,
+        extra=[
+            f"algorithm.rollout_allocation={method}",
+            "algorithm.carry_over_epoch=false",
+            "trainer.total_training_steps=12",
+        ],
+    )
+    trainer.fit()
+    ends = [r["data"] for r in read_metrics(log) if "exclusion_stats/epoch" in r["data"]]
+    cut = [e for e in ends if e["exclusion_stats/carried_prompts"] + e["exclusion_stats/dropped_partial_prompts"]]
+    assert cut, "no epoch ended inside a step"
+    if method == "dapo":
+        assert all(e["exclusion_stats/dropped_partial_prompts"] == 0 for e in ends)
+        assert sum(e["exclusion_stats/carried_prompts"] for e in ends) > 0
+    else:
+        assert all(e["exclusion_stats/carried_prompts"] == 0 for e in ends)
+        assert sum(e["exclusion_stats/dropped_partial_prompts"] for e in ends) > 0
+    # Either way every round is counted in some step, and each trained step has B prompts.
+    steps = step_records(log)
+    assert sum(s["training/num_gen_batches"] for s in steps) <= trainer.counters.total_sampling_rounds
+    updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
+    assert all(len(set(c.uids)) == B for c in updates)
