@@ -63,8 +63,10 @@ def test_band_rejects_zero_spread_groups_with_nonbinary_metric():
         # graded scores: a flat group is dropped whatever its mean, a mixed one kept
         ([[0.5] * 4, [0, 0.5, 0.5, 1], [0] * 4], [False, True, False], [True, False, False], [False, False, True]),
         ([[0.7], [0.2, 0.2]], [True, False], [False, True], [False, False]),  # a single rollout has no spread to test
+        # any spread at all keeps a group: no threshold on how much
+        ([[0.5, 0.5, 0.5, 0.55], [0.3] * 3], [True, False], [False, True], [False, False]),
     ],
-    ids=["plus_minus_one", "graded", "single_rollout"],
+    ids=["plus_minus_one", "graded", "single_rollout", "tiny_spread"],
 )
 def test_dapo_keeps_groups_by_their_spread_not_their_mean(groups, passed, too_correct, too_incorrect):
     ids = np.concatenate([[i] * len(g) for i, g in enumerate(groups)])
