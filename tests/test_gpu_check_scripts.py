@@ -1,4 +1,4 @@
-"""docs/gpu-checks/retry_start.sh restarts a run only for vLLM's start-up memory race, before any step; launch.sh's
+"""scripts/gpu/retry_start.sh restarts a run only for vLLM's start-up memory race, before any step; launch.sh's
 stop mode ends one run and its Ray processes and no other."""
 
 import os
@@ -8,7 +8,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "docs", "gpu-checks", "retry_start.sh")
+SCRIPT = os.path.join(ROOT, "scripts", "gpu", "retry_start.sh")
 STEP = '{"step": 1, "data": {"training/global_step": 1}}'
 RACE = "AssertionError: Error in memory profiling. Initial free memory 66.4 GiB, current free memory 72.06 GiB."
 
@@ -54,7 +54,7 @@ def test_kill_ray_tmp_ends_a_heads_whole_session(tmp_path):
                 break
             subprocess.run(["sleep", "0.1"])
         assert len(members()) == 2  # the head and its "agent", neither naming the temp dir
-        source = os.path.join(ROOT, "docs", "gpu-checks", "ray_tmp.sh")
+        source = os.path.join(ROOT, "scripts", "gpu", "ray_tmp.sh")
         subprocess.run(["bash", "-c", f'set -euo pipefail; source {source}; kill_ray_tmp "{ray_tmp}"'], check=True)
         head.wait(timeout=10)
         for _ in range(50):
@@ -118,7 +118,7 @@ def test_a_bad_start_tries_is_refused_before_running(tmp_path, tries):
     assert not (tmp_path / "ran").exists()
 
 
-LAUNCH = os.path.join(ROOT, "docs", "gpu-checks", "launch.sh")
+LAUNCH = os.path.join(ROOT, "scripts", "gpu", "launch.sh")
 
 
 def test_stop_ends_a_run_and_its_ray_processes_but_not_a_run_whose_name_extends_it(tmp_path):

@@ -1,4 +1,4 @@
-"""The regime batch files (docs/results/regimes/batch*.txt) that docs/gpu-checks/launch.sh starts on a GPU host:
+"""The regime batch files (docs/results/regimes/batch*.txt) that scripts/gpu/launch.sh starts on a GPU host:
 every line composes and passes the start-up checks on CPU (DRY_RUN=1), so a lease is not spent on a typo, and
 each configuration is the one its name says (group size, pilot split, 4 updates a step, seed, mix)."""
 

@@ -9,7 +9,7 @@
 # jobs side by side on one host; the job then also gets a Ray head and job id of its own, as verl names its
 # weight-sync socket by the Ray job id: see run_on_own_ray; PC_SLOT_DIR, default /tmp/pc_ray_slots, holds the slot
 # locks; that head is a `ray start`, so Ray's token authentication applies as on any cluster:
-# docs/gpu-checks/launch.sh sets RAY_AUTH_MODE=disabled), DRY_RUN=1 (print the composed config and check it, without a
+# scripts/gpu/launch.sh sets RAY_AUTH_MODE=disabled), DRY_RUN=1 (print the composed config and check it, without a
 # GPU; the model is not fetched), TRAINER_CMD (the command the overrides go to, default `python3 -m
 # recipe.pc.main_pc`; the tests put a stand-in there).
 

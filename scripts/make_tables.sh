@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Rebuilds every table and figure of docs/results/regimes/README.md from the committed logs (CPU, ~1 min):
-#   bash docs/results/regimes/make_tables.sh
+#   bash scripts/make_tables.sh
 # REGIMES_OUT=DIR writes them under DIR instead (tests/test_regime_tables.py checks the committed ones that way).
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/.."
 R=${REGIMES_OUT:-docs/results/regimes} D=docs/results/regimes/2026-11-26
 C=docs/results/regimes/2026-11-26c E=docs/results/regimes/2026-11-26d  # batch 3; batch 4a
 F=docs/results/regimes/2026-11-26e G=docs/results/regimes/2026-11-26f  # batch 11; batch 13

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# #13's two-node check: a Ray head (GPU 0) and a worker (GPU 1) on this host, each its own node with its own
+# The two-node check: a Ray head (GPU 0) and a worker (GPU 1) on this host, each its own node with its own
 # ports and temp dir, started by train_scripts/ray_cluster.sh; the PC smoke script trains across them with
 # trainer.nnodes=2 trainer.n_gpus_per_node=1; the head stops its node when the script ends, then the worker is stopped.
 set -uo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# #13's resume check: a PC smoke run on 40 level-1 prompts (an epoch ends, with evictions, before step 4),
+# The resume check: a PC smoke run on 40 level-1 prompts (an epoch ends, with evictions, before step 4),
 # checkpoints every 2 steps, 8 steps. The driver is SIGKILLed as soon as step 4's PC state is written;
 # then the same command resumes (resume_mode=auto) and must finish. Both logs print the PC state summary
 # at each save and at the resume, so the state at step 4 can be compared line by line.
