@@ -1,0 +1,237 @@
+"""The README and the top-level documentation pages stay short, reachable and true to the code and the tables.
+
+Checked here: the README's length and the order of its first sections; no reference a reader cannot follow (files
+outside the repository, spec sections, issue numbers, batch numbers) in the README or a top-level docs page; every
+relative link and anchor resolves; the ten-keys table names keys of the composed config with their defaults; the
+regime ledger cites committed tables and takes its numbers from them.
+"""
+
+import os
+import re
+
+import pytest
+from conftest import compose_pc_config
+from omegaconf import OmegaConf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+README = os.path.join(ROOT, "README.md")
+REGIMES = os.path.join(ROOT, "docs", "results", "regimes")
+REGIME_README = os.path.join(REGIMES, "README.md")
+
+
+def top_level_pages() -> list[str]:
+    """README.md, docs/*.md and the README of each results study (not the notebooks or the logs)."""
+    docs = os.path.join(ROOT, "docs")
+    pages = [README]
+    pages += sorted(os.path.join(docs, name) for name in os.listdir(docs) if name.endswith(".md"))
+    pages += [
+        os.path.join(docs, "results", "README.md"),
+        REGIME_README,
+        os.path.join(docs, "gpu-checks", "README.md"),
+    ]
+    return pages
+
+
+PAGES = top_level_pages()
+
+
+def page_id(path: str) -> str:
+    return os.path.relpath(path, ROOT)
+
+
+def read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def prose(text: str) -> str:
+    """The text without fenced code blocks (their '#' starts shell comments)."""
+    return re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+
+
+def headings(text: str) -> list[tuple[int, int, str]]:
+    """(line number from 1, level, title) of every Markdown heading outside code blocks."""
+    found, in_code = [], False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("```"):
+            in_code = not in_code
+        elif not in_code and (m := re.match(r"(#{1,6}) (.+)", line)):
+            found.append((number, len(m.group(1)), m.group(2).strip()))
+    return found
+
+
+def section(text: str, title: str) -> str:
+    """The body of the '## ' section whose title starts with ``title``, up to the next heading of level 2 or 1."""
+    lines = text.splitlines()
+    for number, level, name in headings(text):
+        if level == 2 and name.lower().startswith(title.lower()):
+            end = next((n for n, lv, _ in headings(text) if n > number and lv <= 2), len(lines) + 1)
+            return "\n".join(lines[number : end - 1])
+    raise AssertionError(f"no section {title!r}")
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The body rows of the first Markdown table in ``text``, as stripped cells."""
+    rows, started = [], False
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if started and not all(re.fullmatch(r":?-+:?", c) for c in cells):
+                rows.append(cells)
+            started = True
+        elif started:
+            break
+    return rows[1:] if rows and all(re.fullmatch(r":?-+:?", c) for c in rows[0]) else rows
+
+
+def slug(title: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    title = re.sub(r"[`*_]", "", title.lower())
+    return re.sub(r"\s", "-", re.sub(r"[^\w\s-]", "", title))
+
+
+def links(text: str) -> list[str]:
+    return re.findall(r"\]\(([^)\s]+)\)", prose(text))
+
+
+# ---------------------------------------------------------------------- the README's shape
+def test_readme_is_at_most_250_lines():
+    assert len(read(README).splitlines()) <= 250
+
+
+def test_install_quick_start_and_validate_come_within_the_first_100_lines():
+    found = {name.lower(): number for number, level, name in headings(read(README)) if level == 2}
+    for wanted in ("install", "quick start", "validate"):
+        numbers = [n for name, n in found.items() if name.startswith(wanted)]
+        assert numbers and min(numbers) <= 100, f"no '## {wanted}...' heading in the README's first 100 lines"
+
+
+def test_the_ci_test_command_sits_in_the_install_section():
+    text = read(README)
+    assert text.count("<!-- ci:test-command -->") == 1
+    install = section(text, "Install and test")
+    after = install.split("<!-- ci:test-command -->", 1)[1].lstrip("\n")
+    assert after.startswith("```bash\n"), "the marker must be followed at once by a fenced bash block"
+    command = after.split("\n", 2)[1]
+    assert "pytest" in command
+
+
+def test_readme_says_plainly_that_no_paper_configuration_has_run():
+    rows = [" | ".join(row) for row in table_rows(section(read(README), "Status"))]
+    names = ("Qwen2.5-Math-1.5B", "Qwen3-4B", "DeepMath", "Polaris")
+    paper = [row for row in rows if all(name in row for name in names)]
+    assert len(paper) == 1, "one status row names the paper's configurations"
+    assert re.search(r"never run", paper[0], re.I), paper[0]
+
+
+# ---------------------------------------------------------------------- what a reader cannot follow
+UNREACHABLE = {
+    "a path outside the repository (shared/)": re.compile(r"\bshared/"),
+    "a spec section": re.compile(r"spec\s*§", re.I),
+    "an issue number": re.compile(r"(?:^|[\s(\[])#\d+\b", re.M),
+    "a batch number": re.compile(r"\bbatch(?:es)?\s+\d+", re.I),
+}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_pages_name_nothing_a_reader_cannot_follow(page):
+    text = read(page)
+    for what, pattern in UNREACHABLE.items():
+        hits = [m.group(0).strip() for m in pattern.finditer(text)]
+        assert not hits, f"{page_id(page)} has {what}: {hits[:5]}"
+
+
+def test_gpu_checks_page_says_nothing_of_how_files_reached_the_host():
+    text = read(os.path.join(ROOT, "docs", "gpu-checks", "README.md"))
+    for word in ("pieces", "bundle", "64 MiB", "30 s between", "docs/gpu-checks/launch.sh"):
+        assert word not in text, word
+
+
+# ---------------------------------------------------------------------- links
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_relative_link_resolves(page):
+    text = read(page)
+    folder = os.path.dirname(page)
+    for target in links(text):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        file = os.path.normpath(os.path.join(folder, path)) if path else page
+        assert os.path.exists(file), f"{page_id(page)} links {target}, which does not exist"
+        if anchor and file.endswith(".md"):
+            anchors = {slug(name) for _, _, name in headings(read(file))}
+            assert anchor in anchors, f"{page_id(page)} links {target}: no heading with that anchor"
+
+
+# ---------------------------------------------------------------------- the ten keys
+def key_rows() -> list[list[str]]:
+    return table_rows(section(read(README), "The keys people change most"))
+
+
+def test_the_keys_table_has_ten_keys_of_the_composed_config_with_their_defaults():
+    rows = key_rows()
+    assert len(rows) == 10
+    cfg = compose_pc_config([])
+    absent = object()
+    for row in rows:
+        key, default = (cell.strip("`") for cell in row[:2])
+        assert OmegaConf.select(cfg, key, default=absent) is not absent, f"{key} is not in the composed config"
+        parent, _, leaf = key.rpartition(".")
+        raw = OmegaConf.to_container(OmegaConf.select(cfg, parent), resolve=False)[leaf]
+        shown = "null" if raw is None else str(raw).lower() if isinstance(raw, bool) else str(raw)
+        assert shown == default, f"{key}: the README says {default}, the config has {shown}"
+
+
+# ---------------------------------------------------------------------- the regime ledger
+def ledger_rows() -> list[list[str]]:
+    return table_rows(section(read(REGIME_README), "Ledger"))
+
+
+def cited_tables(row: list[str]) -> list[str]:
+    return [os.path.normpath(os.path.join(REGIMES, target)) for target in re.findall(r"\]\(([^)]+)\)", row[-1])]
+
+
+def test_the_regime_readme_opens_with_the_ledger_and_at_most_five_one_sentence_conclusions():
+    text = read(REGIME_README)
+    level2 = [name for _, level, name in headings(text) if level == 2]
+    assert level2[:2] == ["Ledger", "Conclusions"]
+    items = re.findall(r"^\d+\. (.+)$", section(text, "Conclusions"), flags=re.M)
+    assert 1 <= len(items) <= 5
+    for item in items:
+        assert not re.search(r"[.;!?]\s+[A-Z]", item), f"more than one sentence: {item}"
+    assert "(notebook.md)" in text
+
+
+def test_every_ledger_row_cites_committed_tables_that_exist():
+    rows = ledger_rows()
+    assert rows
+    for row in rows:
+        tables = cited_tables(row)
+        assert tables, f"no table cited: {row[:2]}"
+        for table in tables:
+            assert table.startswith(REGIMES + os.sep) and table.endswith(".md"), table
+            assert os.path.isfile(table), f"{row[:2]} cites {table}, which does not exist"
+
+
+def numbers(cell: str) -> list[str]:
+    """The numbers of a cell as the tables write them ('−' as '-'), leaving out ratios ('1.33×')."""
+    cell = cell.replace("−", "-")
+    return [m.group(0) for m in re.finditer(r"-?\d[\d,]*(?:\.\d+)?(?![\d×])", cell) if len(m.group(0).strip("-")) > 1]
+
+
+def test_the_ledger_takes_its_numbers_from_the_tables_it_cites():
+    for row in ledger_rows():
+        text = "".join(read(table) for table in cited_tables(row))
+        for cell in row[2:5]:  # rollouts to target, mean-curve crossings, accuracy at equal rollouts
+            for number in numbers(cell):
+                assert number in text, f"{row[1]}: {number} is in none of the tables the row cites"
+
+
+def test_the_pre_registered_row_comes_first_and_reads_as_its_record_does():
+    row = ledger_rows()[0]
+    assert "pre-registered" in row[1]
+    assert "prereg_pc4x60/intervals.md" in row[-1]
+    record = read(os.path.join(REGIMES, "prereg-pc4x60.md")).split("## Record", 1)[1]
+    assert "no measured difference" in record
+    for number in ("−0.019", "[−0.038, −0.002]", "0.087"):
+        assert number in row[4] and number in record, number
