@@ -1,9 +1,58 @@
 #!/usr/bin/env bash
-# Rebuilds every table and figure of docs/results/regimes/README.md from the committed logs (CPU, ~1 min):
+# Rebuilds every table and figure of docs/results/regimes/README.md from the committed logs (CPU, ~2 min):
 #   bash scripts/make_tables.sh
 # REGIMES_OUT=DIR writes them under DIR instead (tests/test_regime_tables.py checks the committed ones that way).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Every `python -m recipe.pc.plan` and `python -m recipe.pc.report` below runs in one Python process, the coprocess
+# TOOLS: a process per call imported torch and verl each time (~5 s), most of the script's minutes. Each call keeps
+# its own arguments, exit status and standard output (through the file $TOOLS_OUT); other `python` commands run as
+# they are.
+TOOLS_SERVER='
+import contextlib, importlib, os, sys, traceback
+
+replies = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)  # a library writing to fd 1 directly must not end up in a reply
+
+def token():
+    data = bytearray()
+    while (byte := sys.stdin.buffer.read(1)) != b"\0":
+        if not byte:
+            sys.exit(0)  # the script is done
+        data += byte
+    return data.decode()
+
+while True:
+    out, module, count = token(), token(), int(token())
+    argv = [token() for _ in range(count)]
+    with open(out, "w") as stdout, contextlib.redirect_stdout(stdout):
+        try:
+            tool = importlib.import_module(module)
+            sys.argv = [tool.__file__, *argv]
+            status = tool.main(argv)
+        except SystemExit as exc:
+            status = exc.code if isinstance(exc.code, int) else 1
+        except Exception:
+            traceback.print_exc()
+            status = 1
+    print(status or 0, file=replies, flush=True)
+'
+coproc TOOLS { exec python -c "$TOOLS_SERVER"; }
+# Copies of the coprocess's descriptors: bash closes its own in the subshells of a pipeline (`python ... | grep`).
+exec {TOOLS_REQUESTS}>&"${TOOLS[1]}" {TOOLS_REPLIES}<&"${TOOLS[0]}"
+TOOLS_OUT=$(mktemp)
+trap 'rm -f "$TOOLS_OUT"' EXIT
+python() {
+  if [ "$1" != -m ] || { [ "$2" != recipe.pc.plan ] && [ "$2" != recipe.pc.report ]; }; then
+    command python "$@"
+    return
+  fi
+  local status=1
+  printf '%s\0' "$TOOLS_OUT" "$2" $(($# - 2)) "${@:3}" >&"$TOOLS_REQUESTS"
+  read -r status <&"$TOOLS_REPLIES" || true
+  cat "$TOOLS_OUT"
+  return "$status"
+}
 R=${REGIMES_OUT:-docs/results/regimes} D=docs/results/regimes/2026-11-26
 C=docs/results/regimes/2026-11-26c E=docs/results/regimes/2026-11-26d  # batch 3; batch 4a
 F=docs/results/regimes/2026-11-26e G=docs/results/regimes/2026-11-26f  # batch 11; batch 13
