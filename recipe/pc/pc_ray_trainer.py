@@ -46,6 +46,15 @@ from recipe.pc.update import UpdateMixin
 logger = logging.getLogger(__name__)
 
 
+def stop_dataloader_workers(*loaders) -> None:
+    """Shut down the worker processes of each loader's current iterator, which torchdata's StatefulDataLoader keeps
+    (for its state_dict) after the loop over it has stopped."""
+    for loader in loaders:
+        shutdown = getattr(getattr(loader, "_iterator", None), "_shutdown_workers", None)
+        if shutdown is not None:  # a single-process iterator has no workers
+            shutdown()
+
+
 class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer):
     def __init__(self, config, *args, **kwargs):
         self.pc = PCSettings.from_config(config)
@@ -94,6 +103,15 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
 
     # ------------------------------------------------------------------ the run
     def fit(self):
+        try:
+            self._fit()
+        finally:
+            # A run that stops at total_training_steps stops mid-epoch, its train loader's workers alive, and Ray
+            # SIGKILLs an actor's child processes as it exits: torch then printed "DataLoader worker (pid ...) is
+            # killed by signal: Killed" after a run that succeeded.
+            stop_dataloader_workers(self.train_dataloader, self.val_dataloader)
+
+    def _fit(self):
         if not self._start_run():
             return
         progress = tqdm(total=self.total_training_steps, initial=self.global_steps, desc="Training Progress")
