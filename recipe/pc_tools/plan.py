@@ -74,6 +74,7 @@ from recipe.pc_tools.predictions import (
     eviction_notes,
     format_table,
     mean_over_steps,
+    measured_worse,
     parse_splits,
     recommend,
 )
@@ -430,8 +431,13 @@ def run_predict(args: argparse.Namespace) -> int:
         what = f"{args.simulate} steps after {args.simulate_warmup}, {args.simulate_runs} run(s)"
         print(f"\nsimulated ({what}" + (f", {args.prompts} prompts drawn from these" if args.prompts else "") + "):")
         print(format_table(simulated))
-    best = recommend(predictions)
     print()
+    model_pick, best = recommend(predictions), recommend(predictions, configs)
+    if model_pick is not None and model_pick is not best:  # the model's cheapest lost when it was measured
+        config = next(c for c in configs if c.label == model_pick.label)
+        print(
+            f"not recommended: {model_pick.label}, the model's fewest per informative group; {measured_worse(config)}"
+        )
     if best is None:
         print("no configuration ever trains an informative group on these pass rates")
     else:
