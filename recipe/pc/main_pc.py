@@ -4,15 +4,20 @@ Composes ``config/pc_trainer.yaml`` over verl's packaged ``ppo_trainer`` and run
 ``run_ppo`` with a TaskRunner that builds RayPCTrainer (whose allocator ``algorithm.rollout_allocation``
 picks: ``pilot_commit``, ``grpo`` or ``dapo``) on the legacy (non-V1) path, whatever ``trainer.use_v1`` says.
 
-Before Ray starts it runs every start-up check that needs no GPU (``preflight``). ``--validate``
-prints the composed config (as ``--cfg job`` does), runs those checks without fetching the model,
-and exits non-zero naming each failure.
+A misspelt key stops the entry point before Hydra composes, naming the closest real key. Before Ray starts it runs
+every start-up check that needs no GPU (``preflight``), and on a launch that starts its own Ray it counts this
+machine's GPUs. ``--validate`` prints the composed config (as ``--cfg job`` does), runs those checks without fetching
+the model or counting GPUs, and exits non-zero naming each failure. verl's known start-up warnings are filtered
+(``recipe.pc.known_warnings``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import difflib
+import glob
+import importlib.util
 import inspect
 import logging
 import os
@@ -21,11 +26,17 @@ import socket
 import sys
 
 import hydra
+import pyarrow.parquet as pq
 import ray
 from omegaconf import OmegaConf
+
+from recipe.pc.known_warnings import filter_known_warnings
+
+filter_known_warnings()  # before verl is imported: it warns while importing (E402 is off for this file)
+
 from verl.trainer.main_ppo import run_ppo
 from verl.trainer.main_ppo_v0 import BaseTaskRunner
-from verl.utils.device import auto_set_device
+from verl.utils.device import auto_set_device, get_platform
 
 from recipe.pc import reference_loss
 from recipe.pc.parallel import check_parallel_sizes, micro_batches
@@ -43,9 +54,21 @@ FORWARDED_ENV = (
     "PC_LOGGING_LEVEL",
 )
 
+CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config")
+CONFIG_NAME = "pc_trainer"
+
 # A hub id is "owner/name"; anything starting like a path is a local folder.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 HUB_TIMEOUT_S = 10
+# What verl loads from a local model folder besides config.json: weights, and a tokenizer's vocabulary in one of the
+# forms transformers reads.
+WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
+
+DATA_KEYS = ("data.train_files", "data.val_files")
+DATA_SUFFIXES = (".parquet", ".json", ".jsonl")  # what verl's RLHFDataset reads
+# How the launcher's data files are made (train_scripts/common*.sh set it), appended to the missing-data error.
+DATA_HINT_ENV = "PC_DATA_HINT"
 
 
 @ray.remote(num_cpus=1)
@@ -178,24 +201,83 @@ def _check_reward(config) -> None:
             raise ValueError(
                 f"reward.custom_reward_function.reward_kwargs has {unknown}, which {spec.name} does not take"
             )
-    # A reward module that offers several graders lists them in GRADERS (see rewards/math_reward.py).
-    graders = getattr(sys.modules.get(fn.__module__), "GRADERS", None)
-    if graders is not None and "grader" in kwargs and kwargs["grader"] not in graders:
+    # A reward module that offers several graders lists them in GRADERS, and what each imports in GRADER_PACKAGES
+    # (see rewards/math_reward.py): a missing package would only show when the first batch is graded.
+    module = sys.modules.get(fn.__module__)
+    graders = getattr(module, "GRADERS", None)
+    if graders is None:
+        return
+    if "grader" in kwargs and kwargs["grader"] not in graders:
         raise ValueError(
             f"reward.custom_reward_function.reward_kwargs.grader={kwargs['grader']!r} (GRADER in the scripts): "
             f"choose one of {tuple(graders)}"
         )
+    grader = kwargs.get("grader", params["grader"].default if "grader" in params else None)
+    missing = [dist for name, dist in getattr(module, "GRADER_PACKAGES", {}).get(grader, ()) if not _importable(name)]
+    if missing:
+        raise ValueError(
+            f"reward.custom_reward_function.reward_kwargs.grader={grader} (GRADER in the scripts) needs "
+            f"{' and '.join(missing)}, not installed for {sys.executable}: pip install -e '.[math]' "
+            "(GRADER=math_dapo needs no extra package)"
+        )
+
+
+def _importable(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _data_paths(config, key: str) -> list[str]:
+    files = OmegaConf.select(config, key)
+    return [str(path) for path in ([files] if isinstance(files, str) else list(files or []))]
 
 
 def _check_data_files(config) -> None:
     missing = []
-    for key in ("data.train_files", "data.val_files"):
-        files = OmegaConf.select(config, key)
-        for path in [files] if isinstance(files, str) else list(files or []):
-            if "://" not in str(path) and not os.path.exists(os.path.expanduser(path)):
+    for key in DATA_KEYS:
+        for path in _data_paths(config, key):
+            if "://" not in path and not os.path.exists(os.path.expanduser(path)):
                 missing.append(f"{key}: {path}")
     if missing:
-        raise FileNotFoundError("data files not found: " + "; ".join(missing))
+        hint = os.environ.get(DATA_HINT_ENV)
+        raise FileNotFoundError("data files not found: " + "; ".join(missing) + (f"; {hint}" if hint else ""))
+
+
+def _check_data_rows(config) -> None:
+    """Every local data file in a format verl reads, and at least one generation batch of train rows: the trainer
+    refuses fewer, but only after the workers have started. Rows are read from parquet footers: no row is loaded."""
+    problems, train_counts = [], []
+    for key in DATA_KEYS:
+        for path in _data_paths(config, key):
+            local, rows = os.path.expanduser(path), None  # None: not counted
+            if "://" in path or not os.path.exists(local):
+                pass  # remote: read at launch; missing: named by _check_data_files
+            elif not path.endswith(DATA_SUFFIXES):
+                problems.append(f"{key}: {path} is not a {', '.join(DATA_SUFFIXES)} file, the formats verl reads")
+            elif path.endswith(".parquet"):
+                # A footer that cannot be read leaves the file to the dataset loader, which names it at launch (the
+                # tests' stand-in data files are empty).
+                with contextlib.suppress(Exception):
+                    rows = pq.ParquetFile(local).metadata.num_rows
+            if key == "data.train_files":
+                train_counts.append(rows)
+    if problems:
+        raise ValueError("; ".join(problems))
+    if not train_counts or None in train_counts:
+        return
+    train_rows = sum(train_counts)
+    limit = config.data.get("train_max_samples", -1) or -1
+    usable = min(train_rows, limit) if limit > 0 else train_rows
+    try:
+        gen_batch = PCSettings.from_config(config).gen_batch_size
+    except ValueError:
+        return  # _check_pc names the bad setting
+    if usable < gen_batch:
+        limited = f" (data.train_max_samples={limit} of {train_rows})" if usable < train_rows else ""
+        raise ValueError(
+            f"data.train_files ({', '.join(_data_paths(config, 'data.train_files'))}) have {usable} rows{limited}, "
+            "fewer than one generation batch "
+            f"(data.gen_batch_size={gen_batch}): use a larger train set or lower data.gen_batch_size"
+        )
 
 
 def hub_model_problem(repo_id: str) -> str | None:
@@ -221,7 +303,10 @@ def hub_model_problem(repo_id: str) -> str | None:
 def _check_model(config, fetch: bool) -> str | None:
     """Raise when the model cannot be used; return a note when it was not checked."""
     path = str(config.actor_rollout_ref.model.path)
-    if os.path.exists(os.path.expanduser(path)) or "://" in path:
+    if "://" in path:
+        return None
+    if os.path.exists(os.path.expanduser(path)):
+        _check_model_folder(config.actor_rollout_ref.model)
         return None
     if not _HUB_ID.match(path):
         raise FileNotFoundError(f"actor_rollout_ref.model.path={path} (MODEL_PATH) does not exist")
@@ -233,12 +318,87 @@ def _check_model(config, fetch: bool) -> str | None:
     return None
 
 
+def _check_model_folder(model) -> None:
+    """A local model folder holds what verl loads from it: Hugging Face's config.json, the weights and a tokenizer
+    (from model.tokenizer_path when that is a folder of its own). Without them the TaskRunner fails inside Ray."""
+    path = os.path.expanduser(str(model.path))
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"actor_rollout_ref.model.path={model.path} (MODEL_PATH) is a file, not a model folder")
+    tokenizer_dir = os.path.expanduser(str(model.get("tokenizer_path") or model.path))
+    needs_tokenizer = model.get("load_tokenizer", True)
+    lacks = [] if os.path.exists(os.path.join(path, "config.json")) else ["config.json"]
+    if not any(glob.glob(os.path.join(path, pattern)) for pattern in WEIGHT_FILES):
+        lacks.append(f"weights ({', '.join(WEIGHT_FILES)})")
+    if needs_tokenizer and tokenizer_dir == path and not _has_tokenizer(path):
+        lacks.append(f"tokenizer ({', '.join(TOKENIZER_FILES)})")
+    if lacks:
+        raise FileNotFoundError(
+            f"actor_rollout_ref.model.path={model.path} (MODEL_PATH) has no {', no '.join(lacks)}: point it at a "
+            "complete Hugging Face model folder (hf download ORG/NAME --local-dir DIR)"
+        )
+    if needs_tokenizer and tokenizer_dir != path and os.path.isdir(tokenizer_dir) and not _has_tokenizer(tokenizer_dir):
+        raise FileNotFoundError(
+            f"actor_rollout_ref.model.tokenizer_path={model.tokenizer_path} has no tokenizer "
+            f"({', '.join(TOKENIZER_FILES)})"
+        )
+
+
+def _has_tokenizer(folder: str) -> bool:
+    return any(os.path.exists(os.path.join(folder, name)) for name in TOKENIZER_FILES)
+
+
+def _joins_ray_cluster(config) -> bool:
+    """Whether run_ppo's ``ray.init`` connects to a running cluster instead of starting one here, decided as Ray
+    decides it: an address in ray_kwargs.ray_init or RAY_ADDRESS, else a cluster `ray start`ed on this machine."""
+    from ray._private.services import canonicalize_bootstrap_address
+
+    init = config.ray_kwargs.get("ray_init") or {}
+    try:
+        return canonicalize_bootstrap_address(init.get("address"), init.get("_temp_dir")) is not None
+    except Exception:  # a private helper of Ray's that moved, or an address Ray will refuse itself: never block here
+        return True
+
+
+def gpu_problem(config, visible: int) -> str | None:
+    """Why ``visible`` CUDA devices on this machine cannot hold the run's GPUs, or None."""
+    wanted = int(config.trainer.nnodes) * int(config.trainer.n_gpus_per_node)
+    if visible >= wanted:
+        return None
+    mask = os.environ.get("CUDA_VISIBLE_DEVICES")
+    shown = f" (CUDA_VISIBLE_DEVICES={mask!r})" if mask is not None else ""
+    return (
+        f"the run needs trainer.nnodes * trainer.n_gpus_per_node = {wanted} GPU(s), but this machine has {visible} "
+        f"visible CUDA device(s){shown} and no Ray cluster to join (RAY_ADDRESS): run where the GPUs are, lower "
+        "trainer.n_gpus_per_node (NGPUS_PER_NODE in the scripts), or check the config without a GPU (DRY_RUN=1)"
+    )
+
+
+def _check_gpus(config) -> None:
+    # Only on a driver that starts its own Ray: Ray's resource check would fail after ~100 s of start-up. A driver
+    # that joins a cluster may be a head node without GPUs, and the cluster's GPUs are not visible from it.
+    # trainer.device cpu (as the user gave it) or another accelerator's platform (npu) has no CUDA devices to count.
+    if config.trainer.get("device", "cuda") != "cuda" or get_platform().device_name != "cuda":
+        return
+    if _joins_ray_cluster(config):
+        return
+    import torch
+
+    problem = gpu_problem(config, torch.cuda.device_count())
+    if problem:
+        raise RuntimeError(problem)
+
+
 def preflight(config, fetch_model: bool) -> tuple[list[str], list[str]]:
-    """Every start-up check that needs no GPU. Returns (problems, notes); each problem names its key."""
+    """Every start-up check that needs no GPU. Returns (problems, notes); each problem names its key.
+
+    ``fetch_model``: a launch (``main``), which also looks the hub model up and counts this machine's GPUs; a dry
+    run (``--validate``) does neither.
+    """
     config = copy.deepcopy(config)
     OmegaConf.resolve(config)
     problems, notes = [], []
-    checks = (_check_pc, _check_verl, _check_reward, _check_data_files, lambda c: _check_model(c, fetch_model))
+    checks = [_check_pc, _check_verl, _check_reward, _check_data_files, _check_data_rows]
+    checks += [lambda c: _check_model(c, fetch_model)] + ([_check_gpus] if fetch_model else [])
     for check in checks:
         try:
             note = check(config)
@@ -312,25 +472,99 @@ def register_external_modules(config, environ=os.environ) -> str:
     return ",".join(modules)
 
 
-@hydra.main(config_path="config", config_name="pc_trainer", version_base=None)
+@hydra.main(config_path="config", config_name=CONFIG_NAME, version_base=None)
 def main(config):
-    auto_set_device(config)
+    # Checked before auto_set_device, which turns an explicit trainer.device=cpu into the detected accelerator.
     _report_and_exit_on_problems(config, fetch_model=True)  # fail here, before Ray and the workers start
+    auto_set_device(config)
     forward_driver_env(config)
     register_external_modules(config)
     run_ppo(config, task_runner_class=PCTaskRunner)
 
 
-@hydra.main(config_path="config", config_name="pc_trainer", version_base=None)
+@hydra.main(config_path="config", config_name=CONFIG_NAME, version_base=None)
 def validate(config):
     print(OmegaConf.to_yaml(config), end="")
     _report_and_exit_on_problems(config, fetch_model=False)
     print("config checks passed", file=sys.stderr)
 
 
+# ---------------------------------------------------------------------- keys the config does not have
+def _config_keys(node, prefix: str = "") -> list[str]:
+    """Every dotted key of a composed config, nodes included; list items are not keys."""
+    keys = []
+    for name, value in node.items_ex(resolve=False):
+        keys.append(prefix + str(name))
+        if OmegaConf.is_dict(value):
+            keys += _config_keys(value, f"{prefix}{name}.")
+    return keys
+
+
+def unknown_key_problems(overrides: list[str]) -> list[str]:
+    """For each override of a key that the composed config lacks, a line naming the closest real key.
+
+    Hydra's own message advises ``+key=value``, which would add the misspelt key and train without the intended
+    setting. Composes the config once more (a fraction of a second); other composition errors are left to Hydra.
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import ConfigCompositionException
+
+    problems, left = [], list(overrides)
+    while True:
+        try:
+            with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+                config = compose(config_name=CONFIG_NAME, overrides=left)
+            break
+        except ConfigCompositionException as err:
+            failed = re.match(r"Could not override '([^']+)'", str(err))
+            if failed is None or getattr(err.__cause__, "full_key", None) is None:
+                return problems  # not an unknown key: Hydra's own composition reports it next
+            key = failed.group(1)
+            problems.append(key)
+            left = [o for o in left if o.lstrip("+~").split("=", 1)[0] != key]
+        except Exception:  # a malformed override, a missing config file: Hydra's own composition reports it next
+            return problems
+    if not problems:
+        return []
+    # Config groups (preset=...) are overridden like keys, so they are candidates too.
+    known = _config_keys(config) + [d for d in os.listdir(CONFIG_DIR) if os.path.isdir(os.path.join(CONFIG_DIR, d))]
+    lines = []
+    for key in problems:
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        if close:
+            lines.append(f"{key} is not a config key: did you mean {close[0]}?")
+        else:
+            lines.append(
+                f"{key} is not a config key (nothing close); a key the config does not have is added with +{key}=VALUE"
+            )
+    return lines
+
+
+def entry(argv: list[str] | None = None) -> None:
+    """``python -m recipe.pc.main_pc [--validate] OVERRIDES``. A misspelt key stops here with one line naming the
+    closest real key, before Hydra's own composition."""
+    from hydra._internal.utils import get_args_parser
+
+    argv = sys.argv[1:] if argv is None else argv
+    dry_run = "--validate" in argv
+    argv = [a for a in argv if a != "--validate"]
+    if dry_run:
+        print(
+            "pilot-commit dry run: composing the config and running the start-up checks (no GPU, no model download)",
+            file=sys.stderr,
+        )
+    args = get_args_parser().parse_args(argv)
+    # Hydra's own modes (help, info, another config, sweeps) compose differently: they keep Hydra's messages.
+    own_modes = (args.help, args.hydra_help, args.info, args.shell_completion, args.experimental_rerun, args.multirun)
+    if not (any(own_modes) or args.config_path or args.config_name or args.config_dir):
+        problems = unknown_key_problems(args.overrides)
+        for problem in problems:
+            print(f"config error: {problem}", file=sys.stderr)
+        if problems:
+            sys.exit(1)
+    sys.argv = [sys.argv[0], *argv]
+    (validate if dry_run else main)()
+
+
 if __name__ == "__main__":
-    if "--validate" in sys.argv:
-        sys.argv.remove("--validate")
-        validate()
-    else:
-        main()
+    entry()

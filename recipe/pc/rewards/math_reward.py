@@ -42,6 +42,13 @@ logger = logging.getLogger(__name__)
 NO_BOX = "[NO_BOXED_FOUND]"
 TIMEOUT = "[TIMEOUT]"
 GRADERS = ("math_verify", "math_dapo", "reference")
+# The packages each grader imports, as (module, the distribution pip installs it from): the start-up checks
+# (recipe.pc.main_pc) name a missing one before a run starts. pyproject.toml's `math` extra installs them all.
+GRADER_PACKAGES = {
+    "math_verify": (("math_verify", "math-verify"),),
+    "reference": (("pylatexenc", "pylatexenc"), ("sympy", "sympy")),
+    "math_dapo": (),
+}
 
 # Real answers are short; grading only the tail keeps megabyte-long "answers" cheap to ship and parse.
 _MAX_ANSWER_CHARS = 2000
