@@ -10,7 +10,9 @@
 #                    improved: our behaviour choices (recipe/pc/config/preset/*.yaml; README table)
 #   GRADER           reference | math_verify | math_dapo: overrides the preset's grader of recipe.pc.rewards.math_reward
 #   DRY_RUN=1        print the composed config and run the start-up checks instead of training (no GPU
-#                    needed): PC keys, verl's config checks, parallel sizes, reward, data files, model path
+#                    needed): PC keys, verl's config checks, parallel sizes, reward and its grader's packages,
+#                    data files and their rows, model folder
+#   TRAINER_CMD      the command the overrides go to (default `python3 -m recipe.pc.main_pc`; tests put a stand-in)
 # Extra Hydra overrides given to a script are appended last, so they win.
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -53,6 +55,8 @@ esac
 GRADER_OVERRIDE=()
 [ -n "${GRADER:-}" ] && GRADER_OVERRIDE=("++reward.custom_reward_function.reward_kwargs.grader=$GRADER")
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+# Named by the start-up checks when a data file is missing (recipe/pc/main_pc.py).
+export PC_DATA_HINT="write them with: DATA_DIR=$DATA_DIR bash $REPO/data/e2e_process_data.sh"
 
 MAX_PROMPT_LENGTH=2048
 # Validated on all seven sets in every run, as the reference did (the DeepMath test split too).
@@ -69,10 +73,11 @@ launch() {
   local max_tokens=$((MAX_PROMPT_LENGTH + max_response))
   local overlong_enable=false
   [ "$overlong_len" -gt 0 ] && overlong_enable=true
-  local cfg_flag=()
+  local cfg_flag=() trainer
   [ "${DRY_RUN:-0}" = 1 ] && cfg_flag=(--validate)
+  read -ra trainer <<<"${TRAINER_CMD:-python3 -m recipe.pc.main_pc}"
   # The preset is selected first, so every override below (and the script's own) wins over it.
-  python3 -m recipe.pc.main_pc \
+  "${trainer[@]}" \
     preset="$PRESET" \
     data.train_files="$train_file" \
     data.val_files="$VAL_FILES" \

@@ -11,7 +11,9 @@
 # locks; that head is a `ray start`, so Ray's token authentication applies as on any cluster:
 # scripts/gpu/launch.sh sets RAY_AUTH_MODE=disabled), DRY_RUN=1 (print the composed config and check it, without a
 # GPU; the model is not fetched), TRAINER_CMD (the command the overrides go to, default `python3 -m
-# recipe.pc.main_pc`; the tests put a stand-in there).
+# recipe.pc.main_pc`; the tests put a stand-in there), PRESET (reference or improved, as in common.sh; it also names
+# the experiment, <experiment>-<PRESET>; unset: pc_trainer.yaml's defaults, the improved behaviour, with which the
+# arithmetic comparison ran).
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MODEL_PATH=${MODEL_PATH:-HuggingFaceTB/SmolLM2-135M-Instruct}
@@ -96,14 +98,25 @@ PY
 
 # launch_1gpu EXPERIMENT [overrides...]
 launch_1gpu() {
-  local experiment=$1
+  local experiment=$1 preset=()
   shift
+  if [ -n "${PRESET:-}" ]; then
+    if [ ! -f "$REPO/recipe/pc/config/preset/$PRESET.yaml" ]; then
+      echo "PRESET=$PRESET: choose reference or improved" >&2
+      exit 2
+    fi
+    preset=("preset=$PRESET")
+    experiment=$experiment-$PRESET
+  fi
   local out_dir=${OUT_DIR:-$REPO/outputs/$experiment}
   mkdir -p "$out_dir"
   local data_dir=${DATA_DIR:-$out_dir/data}
   if [ -z "${DATA_DIR:-}" ]; then
     ensure_arith_data "$data_dir"
   fi
+  # Named by the start-up checks when a data file is missing (recipe/pc/main_pc.py), as happens with a DATA_DIR given.
+  export PC_DATA_HINT="write them with: python3 $REPO/data/process_arithmetic.py --out_dir $data_dir ${ARITH_DATA_ARGS[*]}\
+ (or leave DATA_DIR unset: the script writes them under its output folder)"
   export VERL_FILE_LOGGER_PATH=${VERL_FILE_LOGGER_PATH:-$out_dir/metrics.jsonl}
   echo "$experiment: model $MODEL_PATH, data $data_dir, metrics $VERL_FILE_LOGGER_PATH" >&2
   local trainer ray_cpus=ray_kwargs.ray_init.num_cpus="${RAY_NUM_CPUS:-12}"
@@ -116,7 +129,7 @@ launch_1gpu() {
   fi
   local validate=()
   [ "${DRY_RUN:-0}" = 1 ] && validate=(--validate)
-  "${trainer[@]}" "${validate[@]}" \
+  "${trainer[@]}" "${validate[@]}" "${preset[@]}" \
     data.train_files="$data_dir/train.parquet" \
     data.val_files="$data_dir/test.parquet" \
     data.max_prompt_length=128 \
