@@ -1,0 +1,426 @@
+"""What a new user meets in the first hour, checked in-process: the start-up checks name a launch without a GPU, an
+incomplete model folder, too few train rows and a missing grader package; a misspelt key gets the closest real key;
+verl's known warnings are filtered; a finished run leaves no DataLoader worker behind; plan does not recommend what
+lost when measured; every third-party import is declared in pyproject.toml."""
+
+import ast
+import copy
+import io
+import json
+import logging
+import multiprocessing
+import os
+import re
+import sys
+import warnings
+from contextlib import redirect_stderr
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import tomllib
+from conftest import ROOT, compose_pc_config
+from omegaconf import OmegaConf, open_dict
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from recipe.pc import main_pc
+from recipe.pc.known_warnings import KNOWN_VERL_WARNINGS, filter_known_warnings
+from recipe.pc.main_pc import preflight, unknown_key_problems
+
+
+# ---------------------------------------------------------------------- a config that passes every check
+def write_rows(path, rows: int) -> str:
+    frame = pd.DataFrame(
+        {
+            "prompt": [[{"role": "user", "content": f"What is {i} + 1?"}] for i in range(rows)],
+            "reward_model": [{"ground_truth": str(i + 1), "style": "rule"} for i in range(rows)],
+            "extra_info": [{"index": i} for i in range(rows)],
+        }
+    )
+    frame.to_parquet(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    """A config that passes every check (composed once: each test changes a copy)."""
+    root = tmp_path_factory.mktemp("first_hour")
+    (root / "model").mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        (root / "model" / name).write_text("{}")
+    return compose_pc_config(
+        [
+            f"data.train_files={write_rows(root / 'train.parquet', 16)}",
+            f"data.val_files=[{write_rows(root / 'test.parquet', 4)}]",
+            f"actor_rollout_ref.model.path={root / 'model'}",
+            "actor_rollout_ref.rollout.name=vllm",
+            "actor_rollout_ref.actor.use_dynamic_bsz=true",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+            "data.train_batch_size=8",
+            "trainer.n_gpus_per_node=4",
+            "reward.custom_reward_function.path=pkg://recipe.pc.rewards.math_reward",
+            "reward.custom_reward_function.name=compute_score",
+            "+reward.custom_reward_function.reward_kwargs.grader=math_dapo",
+        ]
+    )
+
+
+def changed(base, **values):
+    """A copy of ``base`` with ``values`` set (keys with "__" for "."); None deletes a key."""
+    config = copy.deepcopy(base)
+    for name, value in values.items():
+        key = name.replace("__", ".")
+        if value is None:
+            node, _, leaf = key.rpartition(".")
+            with open_dict(config):
+                del OmegaConf.select(config, node)[leaf]
+        else:
+            OmegaConf.update(config, key, value, force_add=True)
+    return config
+
+
+def problems_of(base, fetch_model=False, **values) -> list[str]:
+    problems, _ = preflight(changed(base, **values), fetch_model=fetch_model)
+    return problems
+
+
+def test_the_valid_config_passes(base):
+    assert problems_of(base) == []
+
+
+# ---------------------------------------------------------------------- a launch without a GPU
+@pytest.fixture
+def cpu_machine(monkeypatch):
+    """No CUDA device and no Ray cluster to join, whatever the machine running the tests has."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setattr(main_pc, "get_platform", lambda: SimpleNamespace(device_name="cuda"))
+    monkeypatch.setattr(main_pc, "_joins_ray_cluster", lambda config: False)
+
+
+def test_a_launch_without_a_gpu_stops_with_one_line(base, cpu_machine):
+    problems = problems_of(base, fetch_model=True)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("the run needs trainer.nnodes * trainer.n_gpus_per_node = 4 GPU(s)")
+    assert "0 visible CUDA device(s)" in problems[0] and "DRY_RUN=1" in problems[0]
+
+
+def test_gpus_are_counted_only_on_a_launch_that_starts_its_own_ray(base, cpu_machine, monkeypatch):
+    assert problems_of(base, fetch_model=False) == []  # a dry run
+    assert problems_of(base, fetch_model=True, trainer__device="cpu") == []
+    monkeypatch.setattr(main_pc, "_joins_ray_cluster", lambda config: True)
+    assert problems_of(base, fetch_model=True) == []  # a driver joining a cluster may be a head node without GPUs
+
+
+def test_an_address_to_join_counts_as_a_cluster(monkeypatch):
+    config = OmegaConf.create({"ray_kwargs": {"ray_init": {"num_cpus": None}}})
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert main_pc._joins_ray_cluster(config)
+    monkeypatch.delenv("RAY_ADDRESS")
+    config.ray_kwargs.ray_init.address = "10.0.0.2:6379"
+    assert main_pc._joins_ray_cluster(config)
+
+
+def test_an_explicit_cpu_device_is_checked_before_verl_turns_it_into_cuda(base, cpu_machine, monkeypatch):
+    # verl's auto_set_device replaces trainer.device=cpu with the detected (or fallback) accelerator.
+    monkeypatch.setattr(main_pc, "auto_set_device", lambda config: config.trainer.__setattr__("device", "cuda"))
+    launched = []
+    monkeypatch.setattr(main_pc, "run_ppo", lambda config, task_runner_class: launched.append(config))
+    main_pc.main(changed(base, trainer__device="cpu"))
+    assert len(launched) == 1
+
+
+# ---------------------------------------------------------------------- model folder, train rows, grader packages
+@pytest.mark.parametrize(
+    "keep, lacks",
+    [
+        ((), "has no config.json, no weights (*.safetensors, pytorch_model*.bin), no tokenizer ("),
+        (("config.json", "model.safetensors"), "has no tokenizer (tokenizer.json, tokenizer.model"),
+        (("config.json", "tokenizer.json"), "has no weights ("),
+    ],
+)
+def test_an_incomplete_model_folder_is_named(base, tmp_path, keep, lacks):
+    for name in keep:
+        (tmp_path / name).write_text("{}")
+    problems = problems_of(base, actor_rollout_ref__model__path=str(tmp_path))
+    assert len(problems) == 1 and problems[0].startswith(f"actor_rollout_ref.model.path={tmp_path} (MODEL_PATH) ")
+    assert lacks in problems[0] and "hf download" in problems[0]
+
+
+def test_a_tokenizer_folder_of_its_own_is_checked_there(base, tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    (tmp_path / "model" / "model-00001-of-00002.safetensors").write_text("")
+    (tmp_path / "tok").mkdir()
+    paths = {
+        "actor_rollout_ref__model__path": f"{tmp_path}/model",
+        "actor_rollout_ref__model__tokenizer_path": f"{tmp_path}/tok",
+    }
+    problems = problems_of(base, **paths)
+    assert len(problems) == 1 and problems[0].startswith(f"actor_rollout_ref.model.tokenizer_path={tmp_path}/tok has")
+    (tmp_path / "tok" / "tokenizer.model").write_text("")
+    assert problems_of(base, **paths) == []
+
+
+def test_a_hub_id_is_still_only_noted_in_a_dry_run(base):
+    config = changed(base, actor_rollout_ref__model__path="HuggingFaceTB/SmolLM2-135M-Instruct")
+    problems, notes = preflight(config, fetch_model=False)
+    assert problems == [] and notes[0].endswith("is a hub id: not checked in a dry run (fetched at launch)")
+
+
+def test_a_train_set_smaller_than_one_generation_batch_is_named(base, tmp_path):
+    small = write_rows(tmp_path / "small.parquet", 160)
+    assert problems_of(base, data__train_files=small, data__gen_batch_size=384) == [
+        f"data.train_files ({small}) have 160 rows, fewer than one generation batch (data.gen_batch_size=384): "
+        "use a larger train set or lower data.gen_batch_size"
+    ]
+    # Rows of several files add up, and train_max_samples caps them.
+    assert problems_of(base, data__train_files=[small, small], data__gen_batch_size=320) == []
+    capped = problems_of(base, data__train_files=small, data__gen_batch_size=16, data__train_max_samples=8)
+    assert len(capped) == 1 and "have 8 rows (data.train_max_samples=8 of 160)" in capped[0]
+
+
+def test_a_data_file_verl_cannot_read_is_named(base, tmp_path):
+    (tmp_path / "rows.csv").write_text("a\n1\n")
+    assert problems_of(base, data__val_files=[str(tmp_path / "rows.csv")]) == [
+        f"data.val_files: {tmp_path}/rows.csv is not a .parquet, .json, .jsonl file, the formats verl reads"
+    ]
+
+
+def test_missing_data_names_how_the_launcher_makes_it(base, monkeypatch):
+    monkeypatch.setenv("PC_DATA_HINT", "write them with: bash data/e2e_process_data.sh")
+    assert problems_of(base, data__train_files="/nowhere/train.parquet") == [
+        "data files not found: data.train_files: /nowhere/train.parquet; write them with: bash data/e2e_process_data.sh"
+    ]
+
+
+@pytest.mark.parametrize(
+    "grader, absent, named",
+    [
+        (None, "math_verify", "needs math-verify"),  # compute_score's own default, the improved preset's grader
+        ("reference", "sympy", "needs sympy"),
+        ("reference", "pylatexenc", "needs pylatexenc"),
+        ("math_dapo", "math_verify", None),
+    ],
+)
+def test_a_grader_without_its_package_is_named(base, monkeypatch, grader, absent, named):
+    monkeypatch.setitem(sys.modules, absent, None)  # importlib.util.find_spec then finds nothing
+    problems = problems_of(base, reward__custom_reward_function__reward_kwargs__grader=grader)
+    if named is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and named in problems[0] and "pip install -e '.[math]'" in problems[0], problems
+        assert problems[0].startswith(f"reward.custom_reward_function.reward_kwargs.grader={grader or 'math_verify'} ")
+
+
+# ---------------------------------------------------------------------- misspelt keys
+def test_a_misspelt_key_gets_the_closest_real_key():
+    assert unknown_key_problems(["algorithm.exploraton.n=3", "data.train_batch_size=4", "presett=reference"]) == [
+        "algorithm.exploraton.n is not a config key: did you mean algorithm.exploration.n?",
+        "presett is not a config key: did you mean preset?",
+    ]
+    assert unknown_key_problems(["+brand.new.key=1", "preset=reference", "trainer.n_gpus_per_node=2"]) == []
+    assert unknown_key_problems(["preset=no_such_preset"]) == []  # not a key: Hydra's own message names it
+
+
+def test_the_entry_point_stops_on_a_misspelt_key_before_hydra(monkeypatch):
+    ran = []
+    monkeypatch.setattr(main_pc, "validate", lambda: ran.append(list(sys.argv[1:])))
+    monkeypatch.setattr(sys, "argv", ["main_pc.py"])
+    err = io.StringIO()
+    with redirect_stderr(err), pytest.raises(SystemExit) as stop:
+        main_pc.entry(["--validate", "trainer.n_gpu_per_node=2"])
+    assert stop.value.code == 1 and ran == []
+    lines = err.getvalue().splitlines()
+    assert lines[0].startswith("pilot-commit dry run: ")  # the recipe's own line comes first
+    assert lines[1:] == [
+        "config error: trainer.n_gpu_per_node is not a config key: did you mean trainer.n_gpus_per_node?"
+    ]
+    with redirect_stderr(io.StringIO()):
+        main_pc.entry(["--validate", "trainer.n_gpus_per_node=2"])
+    assert ran == [["trainer.n_gpus_per_node=2"]]  # --validate is the entry point's, not Hydra's
+
+
+# ---------------------------------------------------------------------- verl's known warnings
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("warnings", "megatron engine is not available: ModuleNotFoundError(\"No module named 'megatron'\")"),
+        ("warnings", "torchtitan engine is not available: ModuleNotFoundError(\"No module named 'torchtitan'\")"),
+        ("warnings", "Disabled critic as algorithm.adv_estimator != gae. If it is not intended, please set ..."),
+        ("warnings", "Warning: Class 'verl.trainer.ppo.ray_trainer.RayPPOTrainer' is deprecated. Please use ..."),
+        ("verl.plugin.platform.platform_manager", "No supported accelerator detected. Registered: ('nvidia',)."),
+        (
+            "verl.plugin.platform.platform_manager",
+            "Platform 'nvidia' (PlatformCUDA) is registered but not available. This may be due to ...",
+        ),
+    ],
+)
+def test_known_verl_warnings_are_filtered_and_others_are_not(source, message, caplog):
+    assert any(s == source and re.match(p, message) for s, p in KNOWN_VERL_WARNINGS)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        filter_known_warnings()
+        filter_known_warnings()  # idempotent
+        if source == "warnings":
+            warnings.warn(message, UserWarning, stacklevel=1)
+        warnings.warn("an unrelated warning", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == ["an unrelated warning"]
+    if source != "warnings":
+        log = logging.getLogger(source)
+        with caplog.at_level(logging.WARNING, logger=source):
+            log.warning(message)
+            log.warning("another platform message")
+        assert [r.getMessage() for r in caplog.records] == ["another platform message"]
+
+
+# ---------------------------------------------------------------------- a run's end
+def test_a_finished_run_leaves_no_dataloader_worker_alive(tmp_path, tokenizer, monkeypatch):
+    """verl builds the train loader with torchdata's StatefulDataLoader, which keeps its iterator, and a run stops
+    mid-epoch: its workers outlived fit(). Ray SIGKILLs an actor's child processes as the actor exits, and torch's
+    SIGCHLD handler then printed "DataLoader worker (pid ...) is killed by signal: Killed" after a good run."""
+    from pc_standins import (
+        ReplicaState,
+        StandInActorWorkerGroup,
+        StandInAgentLoopManager,
+        StandInCheckpointManager,
+        write_prompt_parquet,
+    )
+    from verl.single_controller.ray import ResourcePoolManager
+    from verl.trainer.ppo.utils import Role
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    from recipe.pc.dataset import PilotCommitDataset
+    from recipe.pc.pc_ray_trainer import RayPCTrainer
+
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(tmp_path / "metrics.jsonl"))
+    data = write_prompt_parquet(str(tmp_path / "train.parquet"), [0.5] * 64)
+    cfg = compose_pc_config(
+        [
+            f"data.train_files={data}",
+            f"data.val_files={data}",
+            "data.train_batch_size=4",
+            "data.gen_batch_size=8",
+            "data.max_prompt_length=48",
+            "data.max_response_length=6",
+            "data.filter_overlong_prompts=False",
+            "data.dataloader_num_workers=2",
+            "actor_rollout_ref.model.path=/no/model/needed",
+            "actor_rollout_ref.rollout.name=vllm",
+            "actor_rollout_ref.rollout.n=4",
+            "actor_rollout_ref.rollout.agent.num_workers=2",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+            "algorithm.exploration.n=4",
+            "trainer.logger=['file']",
+            "trainer.val_before_train=False",
+            "trainer.test_freq=-1",
+            "trainer.save_freq=-1",
+            "trainer.total_training_steps=2",  # 2 of 8 batches: the run ends mid-epoch
+            "trainer.n_gpus_per_node=2",
+            "trainer.device=cpu",
+            f"trainer.default_local_dir={tmp_path / 'ckpt'}",
+        ]
+    )
+    trainer = RayPCTrainer(
+        config=cfg,
+        tokenizer=tokenizer,
+        role_worker_mapping={Role.ActorRollout: object},
+        resource_pool_manager=ResourcePoolManager({"global_pool": [2]}, {Role.ActorRollout: "global_pool"}),
+        train_dataset=PilotCommitDataset(data_files=data, tokenizer=tokenizer, config=cfg.data),
+        val_dataset=PilotCommitDataset(data_files=data, tokenizer=tokenizer, config=cfg.data),
+        collate_fn=collate_fn,
+    )
+    replicas = ReplicaState()
+    trainer.actor_rollout_wg = StandInActorWorkerGroup(2, replicas, cfg.actor_rollout_ref)
+    trainer.async_rollout_manager = StandInAgentLoopManager(cfg, tokenizer, replicas)
+    trainer.checkpoint_manager = StandInCheckpointManager(replicas)
+    before = set(multiprocessing.active_children())
+    trainer.fit()
+    assert trainer.global_steps == 2 and trainer.train_dataloader._iterator is not None  # it did stop mid-epoch
+    assert [p for p in multiprocessing.active_children() if p not in before] == []
+
+
+# ---------------------------------------------------------------------- plan
+def test_plan_does_not_recommend_what_lost_when_measured(tmp_path, capsys):
+    from recipe.pc_tools import plan
+    from recipe.pc_tools.predictions import CRITERION_CAVEAT, measured_worse
+
+    # 16 prompts, 10 rollouts each, pass rates spread over [0, 1]: the cost model's cheapest is PC 4+12 at G=8.
+    wins = [0, 0, 1, 2, 3, 4, 4, 5, 5, 6, 7, 8, 9, 10, 10, 10]
+    rows = [{"prompt_id": p, "acc": k < w} for p, w in enumerate(wins) for k in range(10)]
+    (tmp_path / "1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["predict", str(tmp_path), "--train-batch-size", "4", "--gen-batch-size", "8"]
+    assert plan.main(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    picked = [line for line in out if line.startswith("recommended: ")]
+    passed_over = [line for line in out if line.startswith("not recommended: ")]
+    assert passed_over and passed_over[0].startswith("not recommended: PC 4+12 G=8, the model's fewest"), out
+    assert "1.39x (default mix)" in passed_over[0]
+    assert len(picked) == 1 and not picked[0].startswith("recommended: PC 4+12 ")
+    assert out[-1] == CRITERION_CAVEAT and len(CRITERION_CAVEAT) < 300
+    label = picked[0].removeprefix("recommended: ").split(" (")[0]
+    configs = plan.configurations(plan.parse_args(args))
+    assert measured_worse(next(c for c in configs if c.label == label)) is None
+
+
+# ---------------------------------------------------------------------- declared dependencies
+# Modules whose distribution is named differently.
+DISTRIBUTIONS = {
+    "yaml": "pyyaml",
+    "hydra": "hydra-core",
+    "huggingface_hub": "huggingface-hub",
+    "math_verify": "math-verify",
+    "sklearn": "scikit-learn",
+    "PIL": "pillow",
+}
+
+
+def third_party_imports(folders: list[str]) -> dict[str, str]:
+    """Top-level modules imported anywhere under ``folders`` (functions included) that are neither the standard
+    library nor the repository's own, each with a file that imports it."""
+    found = {}
+    for folder in folders:
+        local = {p.removesuffix(".py") for p in os.listdir(os.path.join(ROOT, folder))}
+        for base, _, files in os.walk(os.path.join(ROOT, folder)):
+            for name in (f for f in files if f.endswith(".py")):
+                path = os.path.join(base, name)
+                for node in ast.walk(ast.parse(open(path).read(), path)):
+                    if isinstance(node, ast.Import):
+                        modules = [a.name for a in node.names]
+                    elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                        modules = [node.module]
+                    else:
+                        continue
+                    for module in modules:
+                        top = module.split(".")[0]
+                        if top not in sys.stdlib_module_names and top not in local and top != "recipe":
+                            found.setdefault(top, os.path.relpath(path, ROOT))
+    return found
+
+
+def test_every_third_party_import_is_declared():
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    extras = [r for name, reqs in project["optional-dependencies"].items() if name != "test" for r in reqs]
+    declared = {canonicalize_name(Requirement(r).name) for r in project["dependencies"] + extras}
+    imported = third_party_imports(["recipe", "data"])
+    assert {"torch", "omegaconf", "math_verify", "matplotlib"} <= imported.keys()  # the scan sees lazy imports too
+    undeclared = {
+        module: where
+        for module, where in imported.items()
+        if canonicalize_name(DISTRIBUTIONS.get(module, module)) not in declared
+    }
+    assert undeclared == {}, f"imported but not in pyproject.toml's dependencies or extras: {undeclared}"
+
+
+def test_the_report_folder_is_git_ignored():
+    # python -m recipe.pc.report writes report/ under the working directory by default (its --out).
+    from recipe.pc_tools.report import DEFAULT_OUT
+
+    with open(os.path.join(ROOT, ".gitignore")) as f:
+        patterns = {line.strip() for line in f}
+    assert {f"/{DEFAULT_OUT}/", f"{DEFAULT_OUT}/"} & patterns
