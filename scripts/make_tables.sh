@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Rebuilds every table and figure of docs/results/regimes/README.md from the committed logs (CPU, ~2 min):
 #   bash scripts/make_tables.sh
-# REGIMES_OUT=DIR writes them under DIR instead (tests/test_regime_tables.py checks the committed ones that way).
+# REGIMES_OUT=DIR writes them under DIR instead (tests/docs/test_regime_tables.py checks the committed ones that way).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Every `python -m recipe.pc.plan` and `python -m recipe.pc.report` below runs in one Python process, the coprocess

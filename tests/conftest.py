@@ -9,21 +9,14 @@ settings.register_profile("pilot-commit", deadline=None)
 settings.load_profile("pilot-commit")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-# verl's wheel installs a top-level `tests` package: import our helpers by module name, not as `tests.*`.
+# verl's wheel installs a top-level `tests` package: the helpers (support, pc_standins) are imported by module name,
+# from every folder, not as `tests.*`.
 sys.path.insert(0, HERE)
-sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(HERE))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-CONFIG_DIR = os.path.join(ROOT, "recipe", "pc", "config")
-
-
-def compose_pc_config(overrides: list[str]):
-    from hydra import compose, initialize_config_dir
-
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        return compose(config_name="pc_trainer", overrides=overrides)
+from support import ROOT, compose_pc_config  # noqa: E402, F401  (some tests import these from conftest)
 
 
 @pytest.fixture

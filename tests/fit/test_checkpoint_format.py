@@ -1,0 +1,281 @@
+"""The Pilot-Commit state file: plain data, atomic, cleaned up with verl's retention, and refused when wrong."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+from pc_standins import StandInActorWorkerGroup, env_file_logger
+from support import FIXTURES, assert_resumed_like, build_trainer, fit_run, run_module
+
+from recipe.pc import checkpoint as ckpt
+from recipe.pc.allocators.pilot_commit import PilotRef, PilotRound
+from recipe.pc.compact import Segment, assemble
+from recipe.pc.replay_buffer import BufferEntry
+
+
+def ckpt_dir(tmp_path):
+    return tmp_path / "ckpt"
+
+
+def state_path(tmp_path, step):
+    return ckpt_dir(tmp_path) / f"global_step_{step}" / ckpt.STATE_FILE
+
+
+def fit(tmp_path, tokenizer, steps, extra=(), **kwargs):
+    env_file_logger(tmp_path)
+    trainer = build_trainer(tmp_path, tokenizer, extra=[f"trainer.total_training_steps={steps}", *extra], **kwargs)
+    trainer.fit()
+    return trainer
+
+
+def resume_fails(tmp_path, tokenizer, match, extra=()):
+    env_file_logger(tmp_path)
+    resumed = build_trainer(tmp_path, tokenizer, extra=["trainer.total_training_steps=6", *extra])
+    with pytest.raises(ckpt.CheckpointError, match=match) as refused:
+        resumed.fit()
+    # Refused before any step: nothing generated, no actor weights loaded.
+    assert resumed.async_rollout_manager.calls == []
+    assert not hasattr(resumed.actor_rollout_wg, "loaded_step")
+    return refused.value
+
+
+def test_state_file_is_plain_data_and_round_trips(tmp_path, tokenizer):
+    trainer = fit(tmp_path, tokenizer, 3, ["trainer.save_freq=3"])
+    state = torch.load(state_path(tmp_path, 3), weights_only=True)
+    assert state["format"] == ckpt.FORMAT and state["version"] == ckpt.VERSION
+    assert state["config"] == {"exploration.n": 4, "exploration.n_effective": 4, "rollout.n": 4}
+    assert len(trainer.allocator.buffer) > 0
+    assert state["allocator"]["name"] == "pilot_commit"
+    entries = ckpt.buffer_from_plain(state["allocator"]["state"]["buffer"], PilotRound, PilotRef)["entries"]
+    assert [e.prompt_id for e in entries] == [e.prompt_id for e in trainer.allocator.buffer.entries()]
+    for saved, live in zip(entries, trainer.allocator.buffer.entries(), strict=True):
+        assert (saved.inserted_step, saved.insertion_order) == (live.inserted_step, live.insertion_order)
+        np.testing.assert_array_equal(saved.metric_values, live.metric_values)
+        a = assemble([Segment(saved.payload.round.rollouts, saved.payload.position * 4 + np.arange(4))], None, "a")
+        b = assemble([Segment(live.payload.round.rollouts, live.payload.position * 4 + np.arange(4))], None, "b")
+        for key in b.batch.keys():
+            assert torch.equal(a.batch[key], b.batch[key]), key
+        for key in b.non_tensor_batch:
+            assert a.non_tensor_batch[key].tolist() == b.non_tensor_batch[key].tolist(), key
+
+
+def test_plain_encoding_keeps_numpy_types():
+    value = {
+        "ints": np.arange(3, dtype=np.int32),
+        "objects": np.array([{"a": [1, np.float64(2.5)]}, None, "s", (1, 2)], dtype=object),
+        "strings": np.array(["x", "yz"]),
+        "scalar": np.int64(7),
+        1: "non-string key",
+        "big": 2**100,
+    }
+    plain = ckpt.to_plain(value)
+    back = ckpt.from_plain(plain)
+    assert back["ints"].dtype == np.int32 and back["ints"].tolist() == [0, 1, 2]
+    assert back["objects"].dtype == object and back["objects"].tolist() == [{"a": [1, 2.5]}, None, "s", (1, 2)]
+    assert type(back["objects"][0]["a"][1]) is np.float64
+    assert back["strings"].tolist() == ["x", "yz"] and type(back["scalar"]) is np.int64
+    assert back[1] == "non-string key" and back["big"] == 2**100
+    with pytest.raises(TypeError, match="state.x: a set cannot be stored"):
+        ckpt.to_plain({"x": {1}})
+
+
+class Payload:
+    """Unpickling this calls os.mkdir: the stand-in for code a shared checkpoint could run."""
+
+    def __init__(self, target):
+        self.target = target
+
+    def __reduce__(self):
+        return (os.mkdir, (self.target,))
+
+
+def test_a_state_whose_unpickling_would_run_code_is_refused_without_running_it(tmp_path, tokenizer):
+    fit(tmp_path, tokenizer, 2, ["trainer.save_freq=2"])
+    marker = tmp_path / "code_ran"
+    torch.save({"format": ckpt.FORMAT, "version": 1, "payload": Payload(str(marker))}, state_path(tmp_path, 2))
+    resume_fails(tmp_path, tokenizer, r"pilot_commit_state.pt holds pickled objects beyond plain data \(.*mkdir")
+    assert not marker.exists()
+
+
+def test_a_save_killed_midway_resumes_from_the_previous_complete_checkpoint(tmp_path, tokenizer, monkeypatch):
+    real_save = torch.save
+
+    def dies_at_step_4(obj, f, *args, **kwargs):
+        if "global_step_4" in getattr(f, "name", ""):
+            f.write(b"PK\x03\x04 half a state")
+            raise KeyboardInterrupt("preempted")
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(ckpt.torch, "save", dies_at_step_4)
+    with pytest.raises(KeyboardInterrupt):
+        fit(tmp_path, tokenizer, 4, ["trainer.save_freq=2"])
+    monkeypatch.undo()
+    assert not os.listdir(state_path(tmp_path, 4).parent)  # neither a state nor a temporary file is left
+    assert (ckpt_dir(tmp_path) / "latest_checkpointed_iteration.txt").read_text() == "2"
+    resumed = fit_run(tmp_path, tokenizer, ["trainer.save_freq=2", "trainer.total_training_steps=5"])
+    full = fit_run(tmp_path / "full", tokenizer, ["trainer.save_freq=2", "trainer.total_training_steps=5"])
+    assert_resumed_like(resumed, full, 2)
+
+
+def test_a_latest_folder_without_state_falls_back_with_a_warning(tmp_path, tokenizer, caplog):
+    full = fit_run(tmp_path / "full", tokenizer, ["trainer.save_freq=2", "trainer.total_training_steps=6"])
+    cut_dir = tmp_path / "cut"
+    cut_dir.mkdir()
+    fit(cut_dir, tokenizer, 4, ["trainer.save_freq=2"])
+    os.remove(state_path(cut_dir, 4))  # as an older release left it when killed after verl's marker
+    with caplog.at_level("WARNING"):
+        resumed = fit_run(cut_dir, tokenizer, ["trainer.save_freq=2", "trainer.total_training_steps=6"])
+    assert "previous complete one" in caplog.text and "global_step_4" in caplog.text
+    assert_resumed_like(resumed, full, 2)
+
+
+class RotatingActor(StandInActorWorkerGroup):
+    """Deletes old actor folders like verl's checkpoint manager: the newest max_ckpt_to_keep saved by this run."""
+
+    saved: list
+
+    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None):
+        super().save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)
+        self.saved = [*getattr(self, "saved", []), local_path]
+        if max_ckpt_to_keep and len(self.saved) > max_ckpt_to_keep:
+            for old in self.saved[:-max_ckpt_to_keep]:
+                for name in os.listdir(old):
+                    os.remove(os.path.join(old, name))
+                os.rmdir(old)
+            self.saved = self.saved[-max_ckpt_to_keep:]
+
+
+def rotating(trainer):
+    trainer.actor_rollout_wg.__class__ = RotatingActor
+    return trainer
+
+
+def test_retention_deletes_old_states_with_their_actor_folders(tmp_path, tokenizer):
+    env_file_logger(tmp_path)
+    extra = ["trainer.save_freq=1", "trainer.max_actor_ckpt_to_keep=2", "trainer.total_training_steps=4"]
+    rotating(build_trainer(tmp_path, tokenizer, extra=extra)).fit()
+    kept = {step for step in range(1, 5) if state_path(tmp_path, step).exists()}
+    assert kept == {3, 4}
+    assert all((ckpt_dir(tmp_path) / f"global_step_{s}" / "actor").is_dir() == (s in kept) for s in range(1, 5))
+
+
+def test_retention_never_deletes_the_state_being_resumed_from(tmp_path, tokenizer):
+    fit(tmp_path, tokenizer, 2, ["trainer.save_freq=2"])
+    env_file_logger(tmp_path)
+    # verl's del_local_ckpt_after_load removes the loaded actor folder; its PC state must stay.
+    extra = ["trainer.save_freq=1", "trainer.max_actor_ckpt_to_keep=1", "trainer.total_training_steps=4"]
+    resumed = rotating(build_trainer(tmp_path, tokenizer, extra=extra))
+    load = resumed.actor_rollout_wg.load_checkpoint
+
+    def load_and_delete(local_path, del_local_after_load=False):
+        load(local_path)
+        for name in os.listdir(local_path):
+            os.remove(os.path.join(local_path, name))
+        os.rmdir(local_path)
+
+    resumed.actor_rollout_wg.load_checkpoint = load_and_delete
+    resumed.fit()
+    assert state_path(tmp_path, 2).exists()
+    assert not state_path(tmp_path, 3).exists() and state_path(tmp_path, 4).exists()
+
+
+def test_truncated_state_is_named(tmp_path, tokenizer):
+    fit(tmp_path, tokenizer, 2, ["trainer.save_freq=2"])
+    path = state_path(tmp_path, 2)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    err = resume_fails(tmp_path, tokenizer, r"global_step_2/pilot_commit_state.pt is corrupted or truncated")
+    assert str(path) in str(err)  # the whole path, so the user knows which file to replace
+
+
+def test_state_from_another_configuration_is_named(tmp_path, tokenizer):
+    fit(tmp_path, tokenizer, 2, ["trainer.save_freq=2"])
+    err = resume_fails(
+        tmp_path,
+        tokenizer,
+        r"pilot_commit_state.pt was written with another configuration "
+        r"\(exploration.n_effective: saved 4, configured 2\)",
+        extra=["algorithm.exploration.n_effective=2", "algorithm.mini_batch_unit=group"],
+    )
+    assert str(state_path(tmp_path, 2)) in str(err)
+
+
+def test_newer_state_version_is_named(tmp_path, tokenizer):
+    fit(tmp_path, tokenizer, 2, ["trainer.save_freq=2"])
+    path = state_path(tmp_path, 2)
+    state = torch.load(path, weights_only=True)
+    state["version"] = ckpt.VERSION + 1
+    torch.save(state, path)
+    err = resume_fails(
+        tmp_path, tokenizer, rf"pilot_commit_state.pt has state version {ckpt.VERSION + 1}; this release"
+    )
+    assert str(path) in str(err)
+
+
+def write_old_format(path, trainer):
+    """The state as the previous release pickled it: buffer entries holding full DataProto rows."""
+    rounds = {}
+    entries = []
+    for e in trainer.allocator.buffer.entries():
+        r = e.payload.round
+        if id(r) not in rounds:
+            rounds[id(r)] = PilotRound(r.prompts, assemble([Segment(r.rollouts)], None, "old rows"), r.n_pilot)
+        ref = PilotRef(rounds[id(r)], e.payload.position)
+        entries.append(BufferEntry(e.prompt_id, ref, e.metric_values, e.inserted_step, e.insertion_order))
+    torch.save(
+        {
+            "buffer": {"entries": entries, "next_order": trainer.allocator.buffer.state_dict()["next_order"]},
+            "rng": trainer.rng.bit_generator.state,
+            "evict_next_epoch": sorted(trainer.allocator.evict_next_epoch),
+            "dataset": trainer.train_dataset.state_dict(),
+            **trainer.counters.state_dict(),
+        },
+        path,
+    )
+
+
+def test_old_pickle_state_is_refused_with_the_conversion_command_which_then_resumes_exactly(
+    tmp_path, tokenizer, capsys
+):
+    full = fit_run(tmp_path / "full", tokenizer, ["trainer.save_freq=3", "trainer.total_training_steps=6"])
+    cut_dir = tmp_path / "cut"
+    cut_dir.mkdir()
+    first = fit(cut_dir, tokenizer, 3, ["trainer.save_freq=3"])
+    path = state_path(cut_dir, 3)
+    write_old_format(path, first)
+    resume_fails(cut_dir, tokenizer, r"earlier Pilot-Commit release .* python -m recipe.pc.convert_state .*--rollout-n")
+
+    assert run_module("recipe.pc.convert_state", str(path), "--rollout-n", "4") == 0
+    assert "converted" in capsys.readouterr().out and os.path.exists(f"{path}.pickle-backup")
+    resumed = fit_run(cut_dir, tokenizer, ["trainer.save_freq=3", "trainer.total_training_steps=6"])
+    assert_resumed_like(resumed, full, 3)
+
+
+@pytest.mark.parametrize("fixture", ["state_v1", "state_v1_evict"])
+def test_a_version_1_state_still_resumes(tmp_path, tokenizer, fixture):
+    """States written before the allocator had a key of its own (buffer, evictions, screens at the top level)
+    load into the same trainer state: the summary printed when they were saved."""
+    import json
+
+    folder = os.path.join(FIXTURES, fixture)
+    expected = json.load(open(os.path.join(folder, "expected.json")))
+    env_file_logger(tmp_path)
+    trainer = build_trainer(tmp_path, tokenizer, extra=expected["overrides"])
+    state = ckpt.read_state(os.path.join(folder, ckpt.STATE_FILE), trainer._state_config())
+    assert torch.load(os.path.join(folder, ckpt.STATE_FILE), weights_only=True)["version"] == 1
+    assert state["version"] == ckpt.VERSION and state["allocator"]["name"] == "pilot_commit"
+    trainer._load_pc_state(state)
+    assert trainer._pc_state_summary() == expected["summary"]
+
+
+def test_a_state_of_another_allocator_is_refused_before_any_step(tmp_path, tokenizer):
+    fit(tmp_path, tokenizer, 2, ["trainer.save_freq=2"])
+    resume_fails(
+        tmp_path,
+        tokenizer,
+        "written by algorithm.rollout_allocation=pilot_commit, not dapo",
+        extra=["algorithm.rollout_allocation=dapo"],
+    )

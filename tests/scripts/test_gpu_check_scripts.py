@@ -1,0 +1,303 @@
+"""scripts/gpu/retry_start.sh restarts a run only for vLLM's start-up memory race, before any step; launch.sh's
+stop mode ends one run and its Ray processes and no other."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from support import ROOT
+
+SCRIPT = os.path.join(ROOT, "scripts", "gpu", "retry_start.sh")
+STEP = '{"step": 1, "data": {"training/global_step": 1}}'
+RACE = "AssertionError: Error in memory profiling. Initial free memory 66.4 GiB, current free memory 72.06 GiB."
+
+
+def run_with_retry(tmp_path, body: str, tries: int = 3) -> tuple[int, int, str]:
+    """Run a fake training command under retry_start.sh; (exit code, times it ran, stderr)."""
+    counter = tmp_path / "count"
+    command = f"n=$(($(cat {counter} 2>/dev/null || echo 0) + 1)); echo $n > {counter}; {body}"
+    env = {**os.environ, "OUT_DIR": str(tmp_path), "START_TRIES": str(tries), "RETRY_SLEEP_S": "0"}
+    env.pop("RAY_TMP", None)
+    env.pop("VERL_FILE_LOGGER_PATH", None)
+    result = subprocess.run(["bash", SCRIPT, "bash", "-c", command], env=env, capture_output=True, text=True)
+    return result.returncode, int(counter.read_text()), result.stderr
+
+
+# A side-by-side run whose own Ray head did not come up (train_scripts/ray_cluster.sh's wait_for) is retried too.
+HEAD_DOWN = "the Ray head stopped; see /tmp/ray_x/ray_cluster_head.log"
+
+
+@pytest.mark.parametrize("failure", [RACE, HEAD_DOWN])
+def test_a_failed_start_is_retried_until_a_start_succeeds(tmp_path, failure):
+    rc, runs, _ = run_with_retry(tmp_path, f'[ $n -lt 3 ] && {{ echo "{failure}"; exit 1; }}; exit 0')
+    assert (rc, runs) == (0, 3)
+    assert (tmp_path / "attempt_1.log").read_text().strip() == failure
+
+
+def test_kill_ray_tmp_ends_a_heads_whole_session(tmp_path):
+    """Ray renames its agents (ray::DashboardAgent ...): their command lines do not name the temp dir, and they held
+    the head's ports after the raylet was killed. The head's session (its pid file) ends them."""
+    ray_tmp = tmp_path / "ray_x"
+    ray_tmp.mkdir()
+    sleep = "import time; time.sleep(120)"
+    code = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {sleep!r}]); {sleep}"
+    head = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        (ray_tmp / "ray_cluster_head.pid").write_text(str(head.pid))
+
+        def members():
+            return subprocess.run(["pgrep", "-s", str(head.pid)], capture_output=True, text=True).stdout.split()
+
+        for _ in range(50):
+            if len(members()) == 2:
+                break
+            subprocess.run(["sleep", "0.1"])
+        assert len(members()) == 2  # the head and its "agent", neither naming the temp dir
+        source = os.path.join(ROOT, "scripts", "gpu", "ray_tmp.sh")
+        subprocess.run(["bash", "-c", f'set -euo pipefail; source {source}; kill_ray_tmp "{ray_tmp}"'], check=True)
+        head.wait(timeout=10)
+        for _ in range(50):
+            if not members():
+                break
+            subprocess.run(["sleep", "0.1"])
+        assert members() == []
+    finally:
+        head.kill()
+        head.wait()
+
+
+def test_it_gives_up_after_start_tries(tmp_path):
+    rc, runs, err = run_with_retry(tmp_path, f'echo "{RACE}"; exit 7', tries=2)
+    assert (rc, runs) == (7, 2)
+    assert "giving up after 2" in err
+    assert err.count("retrying") == 1  # no retry message (nor wait) after the last attempt
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "echo 'RuntimeError: CUDA out of memory'; exit 3",  # another failure: returned as it is
+        # the race message, but a training step was already logged: a restart would start the run over
+        f"echo '{STEP}' > $OUT_DIR/metrics.jsonl; echo \"{RACE}\"; exit 3",
+    ],
+)
+def test_other_failures_and_started_runs_are_not_retried(tmp_path, body):
+    rc, runs, _ = run_with_retry(tmp_path, body)
+    assert (rc, runs) == (3, 1)
+
+
+def test_a_retry_kills_this_runs_ray_processes_and_no_others(tmp_path):
+    name = f"retrytest{os.getpid()}"
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    own = subprocess.Popen([*sleeper, f"--temp-dir=/tmp/ray_{name}/session_1"])
+    other = subprocess.Popen([*sleeper, f"--temp-dir=/tmp/ray_{name}0/session_1"])
+    try:
+        counter = tmp_path / "count"
+        count = f"n=$(($(cat {counter} 2>/dev/null || echo 0) + 1)); echo $n > {counter}"
+        command = f'{count}; [ $n -lt 2 ] && {{ echo "{RACE}"; exit 1; }}; exit 0'
+        env = {**os.environ, "OUT_DIR": str(tmp_path), "RETRY_SLEEP_S": "0", "RAY_TMP": f"/tmp/ray_{name}"}
+        env.pop("VERL_FILE_LOGGER_PATH", None)
+        result = subprocess.run(["bash", SCRIPT, "bash", "-c", command], env=env, capture_output=True, text=True)
+        assert result.returncode == 0 and counter.read_text().strip() == "2"
+        assert own.wait(timeout=10) is not None  # the failed attempt's Ray processes are gone
+        assert other.poll() is None  # another run's (a name that extends this one) are not
+    finally:
+        for process in (own, other):
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize("tries", ["0", "two"])
+def test_a_bad_start_tries_is_refused_before_running(tmp_path, tries):
+    env = {**os.environ, "OUT_DIR": str(tmp_path), "START_TRIES": tries}
+    result = subprocess.run(
+        ["bash", SCRIPT, "bash", "-c", 'touch "$OUT_DIR/ran"'], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 2 and f"START_TRIES={tries}" in result.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+LAUNCH = os.path.join(ROOT, "scripts", "gpu", "launch.sh")
+
+
+def test_stop_ends_a_run_and_its_ray_processes_but_not_a_run_whose_name_extends_it(tmp_path):
+    name = f"stoptest{os.getpid()}"
+    runs = tmp_path / "runs"
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    # run() writes the pid of a session leader (setsid); Ray's processes carry the run's temp dir in their arguments.
+    launcher = subprocess.Popen(sleeper, start_new_session=True)
+    ray_worker = subprocess.Popen([*sleeper, f"--temp-dir=/tmp/ray_{name}/session_1"])
+    sibling = subprocess.Popen([*sleeper, f"--temp-dir=/tmp/ray_{name}0/session_1"])
+    try:
+        for run, pid in ((name, launcher.pid), (f"{name}0", sibling.pid)):
+            (runs / run).mkdir(parents=True)
+            (runs / run / "pid").write_text(f"{pid}\n")
+        env = {**os.environ, "RUNS": str(runs)}
+        result = subprocess.run(
+            ["bash", LAUNCH, "stop", "load shedding", name], env=env, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stderr
+        assert launcher.wait(timeout=10) is not None and ray_worker.wait(timeout=10) is not None
+        assert sibling.poll() is None  # pc_s1 must not stop pc_s10
+        assert f"stopped {name}: load shedding" in (runs / "launch.log").read_text()
+        missing = subprocess.run(["bash", LAUNCH, "stop", "why", "nosuchrun"], env=env, capture_output=True, text=True)
+        assert missing.returncode == 2 and "no run nosuchrun" in missing.stderr
+    finally:
+        for process in (launcher, ray_worker, sibling):
+            process.kill()
+            process.wait()
+
+
+def launch(*args: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", LAUNCH, *args], env={**os.environ, **env}, capture_output=True, text=True)
+
+
+BATCH = (
+    "# NAME MIX SCRIPT OVERRIDES...\na_s1 mix s.sh x=1\n\na_s10 mix s.sh x=10\nb_s1 other t.sh\nc_s1 mix s.sh y=2 z=3\n"
+)
+
+
+def test_batch_plan_spreads_runs_over_the_hosts_gpus_and_picks_named_lines(tmp_path):
+    batch = tmp_path / "batch.txt"
+    batch.write_text(BATCH)
+    plan = launch("batch-plan", str(batch), NGPUS="2")
+    assert plan.returncode == 0, plan.stderr
+    assert plan.stdout.splitlines() == [
+        "a_s1 0 mix s.sh x=1",
+        "a_s10 1 mix s.sh x=10",
+        "b_s1 0 other t.sh",
+        "c_s1 1 mix s.sh y=2 z=3",
+    ]
+    # Named lines only, numbered among themselves: a 2-GPU lease runs part of a batch written for 4.
+    picked = launch("batch-plan", str(batch), "c_s1", "a_s1", NGPUS="4")
+    assert picked.stdout.splitlines() == ["a_s1 0 mix s.sh x=1", "c_s1 1 mix s.sh y=2 z=3"]
+    # A name picks its own line only, not a run whose name it extends or that extends it.
+    assert launch("batch-plan", str(batch), "a_s10", NGPUS="4").stdout.splitlines() == ["a_s10 0 mix s.sh x=10"]
+    # A name is a string, not a pattern; an unknown one stops everything.
+    for bad in ("a_s", "a.s1", ".*", "#"):
+        missing = launch("batch-plan", str(batch), "a_s1", bad, NGPUS="2")
+        assert missing.returncode == 2 and f"no run {bad} in" in missing.stderr and missing.stdout == ""
+    comments = tmp_path / "comments.txt"
+    comments.write_text("# nothing to run\n\n")
+    empty = launch("batch-plan", str(comments), NGPUS="2")
+    assert empty.returncode == 2 and "no run in" in empty.stderr
+
+
+def test_batch_plan_cycles_over_the_gpus_named_in_GPUS_and_refuses_others(tmp_path):
+    batch = tmp_path / "batch.txt"
+    batch.write_text(BATCH)
+    # Groups-of-16 runs packed on GPU 3 while the groups-of-64 runs of the same lease have GPUs 0-2 to themselves.
+    plan = launch("batch-plan", str(batch), "b_s1", "c_s1", "a_s10", NGPUS="4", GPUS="3")
+    assert [line.split()[:2] for line in plan.stdout.splitlines()] == [["a_s10", "3"], ["b_s1", "3"], ["c_s1", "3"]]
+    plan = launch("batch-plan", str(batch), NGPUS="4", GPUS="2 0")
+    assert [line.split()[1] for line in plan.stdout.splitlines()] == ["2", "0", "2", "0"]
+    for bad, why in (
+        ("4", "no GPU 4 on this host (0 to 3)"),
+        ("1 x", "no GPU x"),
+        ("-1", "no GPU -1"),
+        (" ", "GPUS is empty"),
+    ):
+        refused = launch("batch-plan", str(batch), NGPUS="4", GPUS=bad)
+        assert refused.returncode == 2 and why in refused.stderr and refused.stdout == "", (bad, refused.stderr)
+
+
+def test_batch_plan_keeps_every_named_line_however_long_the_names_after_it(tmp_path):
+    # batch-plan once piped the names into `grep -q` under pipefail: grep exiting at a match killed printf with
+    # SIGPIPE if names were still unwritten, and the line was skipped (on a busy machine, now and then). Names
+    # past a pipe's 64 KiB buffer made that certain; read from a here-string they cannot.
+    long_names = [f"{k}{'x' * 100_000}" for k in "ab"]  # each under the kernel's 128 KiB limit on one argument
+    batch = tmp_path / "batch.txt"
+    batch.write_text(BATCH + "".join(f"{name} mix s.sh\n" for name in long_names))
+    plan = launch("batch-plan", str(batch), "b_s1", "c_s1", "a_s10", *long_names, NGPUS="4", GPUS="3 1")
+    assert plan.returncode == 0, plan.stderr[-500:]
+    picked = [line.split()[:2] for line in plan.stdout.splitlines()]
+    assert picked == [[n, g] for n, g in zip(["a_s10", "b_s1", "c_s1", *long_names], "31313", strict=True)]
+
+
+def test_batch_waits_before_a_second_run_on_a_gpu_and_not_between_gpus(tmp_path):
+    batch = tmp_path / "batch.txt"
+    batch.write_text(BATCH)
+    env = {**os.environ, "NGPUS": "4", "DRY_RUN": "1", "RUNS": str(tmp_path / "runs"), "WAVE_GAP": "7"}
+
+    def steps(**extra) -> list[str]:
+        done = subprocess.run(
+            ["bash", LAUNCH, "batch", str(batch)], env={**env, **extra}, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return [line.split(":")[0] for line in done.stdout.splitlines()]
+
+    # One wave over GPUs 0-3: no wait. All on one GPU: a wait before every run after the first (vLLM's start-up
+    # memory check races with another engine starting on the same GPU).
+    assert steps() == [f"start {n} on GPUs {g}" for n, g in (("a_s1", 0), ("a_s10", 1), ("b_s1", 2), ("c_s1", 3))]
+    assert steps(GPUS="3") == [
+        "start a_s1 on GPUs 3",
+        "wait 7 s",
+        "start a_s10 on GPUs 3",
+        "wait 7 s",
+        "start b_s1 on GPUs 3",
+        "wait 7 s",
+        "start c_s1 on GPUs 3",
+    ]
+    # Two waves over two GPUs: one wait, between them.
+    assert steps(GPUS="0 1") == [
+        "start a_s1 on GPUs 0",
+        "start a_s10 on GPUs 1",
+        "wait 7 s",
+        "start b_s1 on GPUs 0",
+        "start c_s1 on GPUs 1",
+    ]
+    assert steps(GPUS="0 1 0") == [
+        "start a_s1 on GPUs 0",
+        "start a_s10 on GPUs 1",
+        "wait 7 s",
+        "start b_s1 on GPUs 0",
+        "wait 7 s",
+        "start c_s1 on GPUs 0",
+    ]
+
+
+def test_batch_plan_counts_the_gpus_nvidia_smi_lists(tmp_path):
+    batch = tmp_path / "batch.txt"
+    batch.write_text(BATCH)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    path = f"{bin_dir}:{os.environ['PATH']}"
+    smi.write_text("#!/bin/sh\nprintf 'GPU 0: H100 (UUID: a)\\nGPU 1: H100 (UUID: b)\\nGPU 2: H100 (UUID: c)\\n'\n")
+    smi.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "NGPUS"}
+    plan = subprocess.run(
+        ["bash", LAUNCH, "batch-plan", str(batch)], env={**env, "PATH": path}, capture_output=True, text=True
+    )
+    assert [line.split()[1] for line in plan.stdout.splitlines()] == ["0", "1", "2", "0"]
+    smi.write_text("#!/bin/sh\nexit 9\n")  # no GPU (or no driver)
+    none = subprocess.run(
+        ["bash", LAUNCH, "batch-plan", str(batch)], env={**env, "PATH": path}, capture_output=True, text=True
+    )
+    assert none.returncode == 2 and "no GPUs (set NGPUS)" in none.stderr
+
+
+def test_batch_starts_each_planned_run_on_its_gpu_from_any_folder(tmp_path):
+    batch = tmp_path / "batch.txt"
+    batch.write_text(BATCH)
+    runs = tmp_path / "runs"
+    # Started by a relative path from its own folder: the script cds to the repo root before it plans.
+    env = {**os.environ, "NGPUS": "2", "DRY_RUN": "1", "RUNS": str(runs)}
+    started = subprocess.run(
+        ["bash", "launch.sh", "batch", str(batch), "c_s1", "b_s1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(LAUNCH),
+    )
+    assert started.returncode == 0, started.stderr
+    lines = started.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["start b_s1 on GPUs 0", "start c_s1 on GPUs 1"]
+    assert "DATA_DIR=/tmp/data/other STEPS=30 bash train_scripts/t.sh trainer.rollout_data_dir=" in lines[0]
+    assert lines[1].endswith(f"bash train_scripts/s.sh y=2 z=3 trainer.rollout_data_dir={runs}/c_s1/dump")
+    refused = launch("batch", str(batch), "zz", NGPUS="2", DRY_RUN="1", RUNS=str(runs))
+    assert refused.returncode == 2 and refused.stdout == "" and "no run zz" in refused.stderr
+    # A real start needs the commit being run, which every run's log then names; nothing starts without it.
+    unnamed = launch("batch", str(batch), NGPUS="2", RUNS=str(runs), PC_COMMIT="")
+    assert unnamed.returncode == 2 and "set PC_COMMIT" in unnamed.stderr and not (runs / "launch.log").exists()

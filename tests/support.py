@@ -1,0 +1,429 @@
+"""Helpers shared by the test folders (unit, fit, scripts, docs); no test module imports another.
+
+- paths of the repository, the tests and their committed fixtures;
+- the trainer config composed in-process (``compose_pc_config``);
+- ``build_trainer``: the real RayPCTrainer on the stand-ins of ``pc_standins``, with the constants its tests count on;
+- resume and compare: ``fit_run``, ``resume_run`` and ``assert_resumed_like``, the one way every resume test checks
+  that a resumed run does what the uninterrupted one did;
+- the launch scripts: ``script_command_line`` (the Hydra overrides a script hands the trainer, run by bash alone),
+  ``dry_run`` (those overrides composed and checked in-process, as ``DRY_RUN=1`` does in a Python process of its
+  own), stand-in data and model folders, and ``run_script`` for the few checks that run a script for real.
+
+Heavy modules (torch, verl, the stand-ins) are imported where they are used, so that a test needing only a path
+does not pay for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+import os
+import re
+import subprocess
+import sys
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TESTS)
+FIXTURES = os.path.join(TESTS, "fixtures")
+CONFIG_DIR = os.path.join(ROOT, "recipe", "pc", "config")
+TRAIN_SCRIPTS = os.path.join(ROOT, "train_scripts")
+# The venv's interpreter first on PATH: the launchers call `python3`.
+VENV_PATH = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
+
+
+def compose_pc_config(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        return compose(config_name="pc_trainer", overrides=overrides)
+
+
+def run_module(module: str, *args: str) -> int:
+    """``python -m module ARGS`` in this process, its ``__main__`` block included; returns the exit status."""
+    import runpy
+    import warnings
+
+    saved = sys.argv
+    sys.argv = [module, *args]
+    try:
+        with warnings.catch_warnings():
+            # runpy warns that the module is already imported (by the tests): it runs it afresh as __main__.
+            warnings.filterwarnings("ignore", message=".*found in sys.modules", category=RuntimeWarning)
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+    finally:
+        sys.argv = saved
+    return 0
+
+
+# ---------------------------------------------------------------------- the trainer on stand-ins
+B, G, N_PILOT, N_COMMIT, MAX_OFF = 4, 8, 4, 4, 2
+# 40 prompts: never solved, in-band at three pass rates, and always solved (evicted after epoch 1).
+PROBS = [0.0] * 8 + [0.3] * 8 + [0.5] * 8 + [0.7] * 8 + [1.0] * 8
+ALWAYS_SOLVED = set(range(32, 40))
+# verl's engine splits each rank's rows into micro-batches of these sizes (use_dynamic_bsz=false).
+UPDATE = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
+LOG_PROB = "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"
+REF = "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"
+MICRO_KEYS = (UPDATE, LOG_PROB)
+
+
+def build_trainer(
+    tmp_path,
+    tokenizer,
+    probs=PROBS,
+    extra=(),
+    dp_size=2,
+    agent_workers=3,
+    seed=0,
+    trainer_cls=None,
+    reward_fn=None,
+    edit_rows=None,
+    colocated_rm=False,
+):
+    """A RayPCTrainer (or ``trainer_cls``) on the stand-ins; micro-batch sizes default to 1 unless in ``extra``."""
+    import pandas as pd
+    from pc_standins import (
+        ReplicaState,
+        StandInActorWorkerGroup,
+        StandInAgentLoopManager,
+        StandInCheckpointManager,
+        StandInRewardLoopManager,
+        write_prompt_parquet,
+    )
+    from verl.single_controller.ray import ResourcePoolManager
+    from verl.trainer.ppo.utils import Role
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    from recipe.pc.dataset import PilotCommitDataset
+    from recipe.pc.pc_ray_trainer import RayPCTrainer
+
+    data = write_prompt_parquet(str(tmp_path / "train.parquet"), probs)
+    if edit_rows is not None:
+        frame = pd.read_parquet(data)
+        edit_rows(frame)
+        frame.to_parquet(data)
+    cfg = compose_pc_config(
+        [
+            f"data.train_files={data}",
+            f"data.val_files={data}",
+            f"data.train_batch_size={B}",
+            f"data.gen_batch_size={G}",
+            "data.max_prompt_length=48",
+            "data.max_response_length=6",
+            "data.filter_overlong_prompts=False",
+            "data.dataloader_num_workers=0",
+            "data.seed=7",
+            "actor_rollout_ref.model.path=/no/model/needed",
+            "actor_rollout_ref.rollout.name=vllm",
+            f"actor_rollout_ref.rollout.n={N_COMMIT}",
+            f"actor_rollout_ref.rollout.agent.num_workers={agent_workers}",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+            f"algorithm.exploration.n={N_PILOT}",
+            f"algorithm.buffer_max_off_steps={MAX_OFF}",
+            "trainer.logger=['file']",
+            "trainer.val_before_train=False",
+            "trainer.test_freq=-1",
+            "trainer.save_freq=-1",
+            # These tests were written for mini-batches of ppo_mini_batch_size x rollout.n rows; keep that arithmetic
+            # unless a preset is chosen (an override would beat the preset's own value).
+            *([] if any(e.startswith("preset=") for e in extra) else ["algorithm.mini_batch_unit=rollout_n"]),
+            "trainer.total_training_steps=9",
+            "trainer.total_epochs=8",
+            f"trainer.n_gpus_per_node={dp_size}",
+            "trainer.device=cpu",
+            f"trainer.default_local_dir={tmp_path / 'ckpt'}",
+            *[f"{key}=1" for key in MICRO_KEYS if not any(e.startswith(key + "=") for e in extra)],
+            *(["reward.reward_model.enable=true"] if colocated_rm else []),
+            *extra,
+        ]
+    )
+    train = PilotCommitDataset(data_files=data, tokenizer=tokenizer, config=cfg.data)
+    val = PilotCommitDataset(data_files=data, tokenizer=tokenizer, config=cfg.data)
+    trainer = (trainer_cls or RayPCTrainer)(
+        config=cfg,
+        tokenizer=tokenizer,
+        role_worker_mapping={Role.ActorRollout: object},
+        resource_pool_manager=ResourcePoolManager({"global_pool": [dp_size]}, {Role.ActorRollout: "global_pool"}),
+        train_dataset=train,
+        val_dataset=val,
+        collate_fn=collate_fn,
+    )
+    replicas = ReplicaState()
+    trainer.actor_rollout_wg = StandInActorWorkerGroup(dp_size, replicas, cfg.actor_rollout_ref)
+    trainer.async_rollout_manager = StandInAgentLoopManager(
+        cfg, tokenizer, replicas, seed=seed, reward_fn=reward_fn, colocated_rm=colocated_rm
+    )
+    trainer.checkpoint_manager = StandInCheckpointManager(replicas)
+    if colocated_rm:
+        trainer.reward_loop_manager = StandInRewardLoopManager(replicas)
+    return trainer
+
+
+def pilot_of(correct_counts, n):
+    """Interleaved pilot rows: prompt i has correct_counts[i] correct of n rollouts."""
+    import numpy as np
+
+    ids = np.repeat(np.arange(100, 100 + len(correct_counts)), n)
+    values = np.concatenate([[1.0] * c + [0.0] * (n - c) for c in correct_counts])
+    return ids, values
+
+
+# ---------------------------------------------------------------------- resume and compare
+def trace(trainer):
+    """What a run did: generation inputs per round and trained groups per step."""
+    gen = [(c.global_steps, c.prompt_ids.tolist()) for c in trainer.async_rollout_manager.calls]
+    updates = [
+        (sorted(zip(c.uids, c.rollout_steps, c.acc, strict=True)))
+        for c in trainer.actor_rollout_wg.calls
+        if c.kind == "update_actor"
+    ]
+    return gen, updates
+
+
+@dataclasses.dataclass
+class Run:
+    """A finished fit(): the trainer, its trace and the step records it logged."""
+
+    trainer: object
+    trace: tuple
+    steps: list
+
+
+def fit_run(folder, tokenizer, extra=(), **kwargs) -> Run:
+    """fit() a trainer built in ``folder`` (made if needed), logging to ``folder``/metrics.jsonl from its start."""
+    from pc_standins import env_file_logger, step_records
+
+    folder.mkdir(parents=True, exist_ok=True)
+    log = env_file_logger(folder)
+    if os.path.exists(log):
+        os.remove(log)  # a run resumed in the folder of its first part: only the steps it ran itself
+    trainer = build_trainer(folder, tokenizer, extra=extra, **kwargs)
+    trainer.fit()
+    return Run(trainer, trace(trainer), step_records(log))
+
+
+def resume_run(folder, tokenizer, extra, checkpoint, **kwargs) -> Run:
+    """fit() from ``checkpoint`` (a global_step_<n> folder of another run) into a fresh ``folder``."""
+    resume = ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={checkpoint}"]
+    return fit_run(folder, tokenizer, [*extra, *resume], **kwargs)
+
+
+def assert_resumed_like(resumed: Run, full: Run, cut: int) -> None:
+    """A run resumed at step ``cut`` loaded that step's weights and generated and trained exactly what the
+    uninterrupted run ``full`` did from there on, round by round and step by step."""
+    full_gen, full_updates = full.trace
+    gen, trained = resumed.trace
+    assert resumed.trainer.actor_rollout_wg.loaded_step == cut
+    rounds_before = full.steps[cut - 1]["training/total_sampling_rounds"]
+    assert gen == full_gen[rounds_before:], f"generation inputs differ after resuming at step {cut}"
+    assert trained == full_updates[cut:], f"trained groups differ after resuming at step {cut}"
+
+
+# ---------------------------------------------------------------------- the launch scripts
+PAPER_SCRIPTS = sorted(
+    os.path.basename(p)
+    for p in glob.glob(os.path.join(TRAIN_SCRIPTS, "*.sh"))
+    if os.path.basename(p).split("_")[0] in ("grpo", "dapo", "pc")
+)
+SCRIPT_ENV = ("MODEL_PATH", "DATA_DIR", "OUT_DIR", "VERL_FILE_LOGGER_PATH", "RAY_TMP", "PRESET", "GRADER")
+# A stand-in for `python3`: the trainer's command line (and the environment it would start in) is recorded instead of
+# run; any other python3 call (the arithmetic data the one-GPU scripts write) runs for real.
+SHIM = """#!/bin/sh
+if [ "$1" = -m ] && [ "$2" = recipe.pc.main_pc ]; then
+  printf '%s\\0' "$@" > "$ARGS_OUT"
+  env -0 > "$ARGS_OUT.env"
+  exit 0
+fi
+exec {python} "$@"
+"""
+
+
+def script_env(env_extra: dict, drop=SCRIPT_ENV) -> dict:
+    """The test process's environment without the scripts' own variables (a fit test sets VERL_FILE_LOGGER_PATH),
+    the venv first on PATH, and ``env_extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update({"PATH": VENV_PATH, **env_extra})
+    return env
+
+
+def run_script(script: str, env_extra: dict, *args: str, cwd=None, drop=SCRIPT_ENV):
+    """Run a train script for real (python3 included). ``cwd``: where Hydra writes its run folder (outputs/)."""
+    env = script_env(env_extra, drop)
+    path = os.path.join(TRAIN_SCRIPTS, script)
+    return subprocess.run(["bash", path, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+@dataclasses.dataclass
+class ScriptCall:
+    """What a launch script did up to the trainer: the trainer's Hydra overrides, whether it asked for ``--validate``,
+    the environment the trainer would have started in, and the script's own stderr."""
+
+    overrides: list
+    validate: bool
+    env: dict
+    stderr: str
+
+
+def script_call(script: str, tmp_path, *args: str, **env_extra) -> ScriptCall:
+    """Run ``script`` with bash up to the trainer's command line, which ``python3`` (a stand-in) records.
+
+    The variables of ``SCRIPT_ENV`` are unset unless given, but for two defaults that keep a script away from real
+    folders: DATA_DIR=/data/pc for a paper script (not the user's ~/data), OUT_DIR=``tmp_path``/out (not the
+    repository's outputs/; a one-GPU script writes its arithmetic data there when DATA_DIR is unset).
+    """
+    shim_dir = tmp_path / "bin"
+    shim_dir.mkdir(exist_ok=True)
+    shim = shim_dir / "python3"
+    shim.write_text(SHIM.format(python=sys.executable))
+    shim.chmod(0o755)
+    out = tmp_path / f"{script}.args"
+    out.unlink(missing_ok=True)
+    defaults = {"OUT_DIR": str(tmp_path / "out"), **({"DATA_DIR": "/data/pc"} if script in PAPER_SCRIPTS else {})}
+    env = script_env({**defaults, "ARGS_OUT": str(out), **env_extra})
+    env["PATH"] = f"{shim_dir}{os.pathsep}{env['PATH']}"
+    run = subprocess.run(
+        ["bash", os.path.join(TRAIN_SCRIPTS, script), *args], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert out.exists(), f"{script} never started the trainer: {run.stderr[-2000:]}"
+    argv = out.read_text().split("\0")[:-1]
+    assert argv[:2] == ["-m", "recipe.pc.main_pc"], argv[:2]
+    recorded = dict(line.split("=", 1) for line in (tmp_path / f"{script}.args.env").read_text().split("\0") if line)
+    overrides = [a for a in argv[2:] if a != "--validate"]
+    return ScriptCall(overrides, "--validate" in argv, recorded, run.stderr)
+
+
+def script_command_line(script: str, tmp_path, *args: str, **env_extra) -> list[str]:
+    """The Hydra overrides ``script`` hands to ``python3 -m recipe.pc.main_pc`` (see ``script_call``)."""
+    return script_call(script, tmp_path, *args, **env_extra).overrides
+
+
+@contextlib.contextmanager
+def environment(env: dict):
+    """``os.environ`` is ``env`` inside the block (the checks read some variables the launchers export)."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@dataclasses.dataclass
+class DryRun:
+    """A launch script's ``DRY_RUN=1``, in-process: the composed config (unresolved, as --validate prints it), the
+    start-up checks' problems and notes, and the script's stderr."""
+
+    config: object
+    problems: list
+    notes: list
+    stderr: str
+
+    def resolved(self):
+        from omegaconf import OmegaConf
+
+        config = self.config.copy()
+        OmegaConf.resolve(config)
+        return config
+
+
+def dry_run(script: str, tmp_path, *args: str, **env_extra) -> DryRun:
+    """What ``DRY_RUN=1 bash train_scripts/<script> ARGS`` checks, without its Python process: bash runs the script up
+    to the trainer's command line (``script_call``); that command line is composed here and run through
+    ``main_pc.preflight(fetch_model=False)`` in the environment the trainer would have had, as ``--validate`` does."""
+    from recipe.pc.main_pc import preflight
+
+    call = script_call(script, tmp_path, *args, DRY_RUN="1", **env_extra)
+    assert call.validate, f"{script} with DRY_RUN=1 did not ask the trainer to --validate"
+    config = compose_pc_config(call.overrides)
+    with environment(call.env):
+        problems, notes = preflight(config, fetch_model=False)
+    return DryRun(config, problems, notes, call.stderr)
+
+
+def write_parquet_rows(path, rows: int = 512) -> None:
+    """A parquet file of ``rows`` rows: the start-up checks read its footer (readable, enough rows for a generation
+    batch), never a row."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    os.makedirs(os.path.dirname(str(path)), exist_ok=True)
+    pq.write_table(pa.table({"index": list(range(rows))}), str(path))
+
+
+def stand_in_data_dir(root) -> str:
+    """Every parquet a train script names under $DATA_DIR, as small readable files, both presets' folders included."""
+    names = {"train.parquet", "test.parquet"}
+    for script in glob.glob(os.path.join(TRAIN_SCRIPTS, "*.sh")):
+        with open(script) as f:
+            names.update(re.findall(r"\$DATA_DIR/([\w./-]+\.parquet)", f.read()))
+    # common.sh picks the DeepMath folder by preset ($DATA_DIR/$DEEPMATH_DIR/...): each copy's splits.
+    for folder in ("deepmath_103k_prefiltered", "deepmath_103k_filtered", "deepmath_103k_prefiltered_as_authors"):
+        names.update({f"{folder}/train.parquet", f"{folder}/test.parquet"})
+    for name in names:
+        write_parquet_rows(os.path.join(str(root), name))
+    return str(root)
+
+
+def stand_in_model(folder) -> str:
+    """A local model folder as the start-up checks want it: config.json, weights and a tokenizer (all empty)."""
+    os.makedirs(str(folder), exist_ok=True)
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        open(os.path.join(str(folder), name), "w").close()
+    return str(folder)
+
+
+# ---------------------------------------------------------------------- the data processors (data/process_*.py)
+DATA_FIXTURES = os.path.join(FIXTURES, "data")
+DEEPMATH_ROWS = [
+    {"question": "What is 2+2", "final_answer": "4", "difficulty": 3.0},  # gets a period
+    {"question": "Is 7 prime?", "final_answer": "Yes", "difficulty": 2.0},  # binary
+    {"question": "Compute 3*3.", "final_answer": "9", "difficulty": 5.5},
+    {"question": "", "final_answer": "1", "difficulty": 1.0},  # empty problem
+    {"question": "Find x:", "final_answer": None, "difficulty": 4.0},  # missing answer
+    {"question": "What is 2+2", "final_answer": "4", "difficulty": 3.0},  # duplicate text
+    {"question": "Is 2 even?", "final_answer": "$\\text{False}$", "difficulty": 2.0},  # binary, wrapped
+    {"question": "Is 1 < 2?", "final_answer": "\\textbf{TRUE}.", "difficulty": 2.0},  # binary, wrapped
+    {"question": "Solve x^2 = -1 over R", "final_answer": "No solution", "difficulty": 6.0},
+    {"question": "Give a prime!", "final_answer": "2", "difficulty": 1.5},
+    {"question": "Let n = 5:", "final_answer": "5", "difficulty": 2.5},
+    {"question": "What is 10/2?", "final_answer": "5", "difficulty": 2.0},
+    {"question": "What is 6*7?", "final_answer": "42", "difficulty": 2.0},
+    {"question": "  What is 1-1?  ", "final_answer": "0", "difficulty": 9.0},
+]
+
+
+def fixture(name):
+    return os.path.join(DATA_FIXTURES, name)
+
+
+def write_parquet(path, rows):
+    import pandas as pd
+
+    pd.DataFrame(rows).to_parquet(path, index=False)
+    return str(path)
+
+
+def write_jsonl(path, rows):
+    import json
+
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return str(path)
+
+
+def read_rows(path):
+    import pandas as pd
+
+    return pd.read_parquet(path).to_dict("records")
+
+
+def plain_rows(path):
+    """The file's rows as plain Python values (lists and dicts, not numpy arrays)."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()

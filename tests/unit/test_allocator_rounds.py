@@ -1,0 +1,189 @@
+"""The allocators driven round by round in process: plan, generate (here: fixed outcomes), absorb.
+
+Each test pins a decision the fit tests cannot see exactly: their 2- and 4-rollout pilots at threshold 1.0
+make several wrong allocators pass the same counts, and a wrong commit size or reuse count there is only
+stopped by the trainer's own runtime check, not by an assertion.
+"""
+
+import numpy as np
+import pytest
+import torch
+from support import compose_pc_config, pilot_of
+from verl import DataProto
+
+from recipe.pc.allocators import make_allocator
+from recipe.pc.allocators.base import COMMIT, GROUP, PILOT
+from recipe.pc.settings import PCSettings
+from recipe.pc.step import StepState
+
+
+def allocator(*overrides):
+    settings = PCSettings.from_config(compose_pc_config(list(overrides)))
+    return make_allocator(settings, np.random.default_rng(0))
+
+
+def round_of(alloc, state: StepState, prompts: DataProto, outcomes, step: int = 1):
+    """One round as the trainer runs it: plan, the generated rows (``outcomes(requests)``), absorb, fold."""
+    view = state.view(step, alloc.pc.train_batch_size)
+    plan = alloc.plan(prompts, view)
+    generated = outcomes(plan.requests)
+    result = alloc.absorb(plan, generated, view)
+    state.fold(result)
+    return plan.requests, result
+
+
+def prompt_rows(ids) -> DataProto:
+    """Dataloader rows: only the prompt id matters to an allocator."""
+    ids = np.asarray(ids, dtype=np.int64)
+    return DataProto.from_dict(tensors={"prompt": torch.from_numpy(ids)[:, None]}, non_tensors={"index": ids})
+
+
+def rollout_rows(ids, values, metric="acc") -> DataProto:
+    """Generated rows as absorb gets them: ``values`` interleaved per prompt, each row tagged (prompt, position)."""
+    ids, values = np.asarray(ids, dtype=np.int64), np.asarray(values, dtype=np.float64)
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    position = np.arange(len(ids)) - first[inverse]  # a prompt's rows are consecutive
+    responses = torch.from_numpy(np.stack([ids, position], axis=1))
+    return DataProto.from_dict(tensors={"responses": responses}, non_tensors={"index": ids, metric: values})
+
+
+def pilot_round(alloc, correct_counts, n, step=1, state=None):
+    """One round of ``alloc`` piloting one prompt per entry of ``correct_counts`` (prompt ids 100, 101, ...)."""
+    state = state or StepState()
+    ids, values = pilot_of(correct_counts, n)
+    requests, result = round_of(alloc, state, prompt_rows(ids[::n]), lambda r: {r[0].name: rollout_rows(ids, values)})
+    assert [(r.kind, r.n, len(r.prompts)) for r in requests] == [(PILOT, n, len(correct_counts))]
+    assert result.segments == [] and result.committed_ids.size == 0  # nothing buffered yet: nothing trains
+    return state, ids[::n]
+
+
+# ------------------------------------------------------------------ the band, through the allocator
+@pytest.mark.parametrize(
+    ("n", "too_incorrect", "passed", "too_correct"),
+    # band [0.125, 0.75] (pc_trainer.yaml): with p_lower and p_upper swapped it would be [0.25, 0.875]
+    [(8, [0], range(1, 7), [7, 8]), (16, [0, 1], range(2, 13), range(13, 17))],
+)
+def test_the_pilot_band_counts_every_verdict_exactly(n, too_incorrect, passed, too_correct):
+    alloc = allocator(
+        f"algorithm.exploration.n={n}",
+        "algorithm.diversity_threshold_lower=0.125",
+        "algorithm.diversity_threshold_upper=0.25",
+        "algorithm.exclude_threshold_upper=null",
+    )
+    tally, _ = pilot_round(alloc, range(n + 1), n)  # prompt 100 + c has c of n correct
+    assert (tally.too_incorrect, tally.passed, tally.too_correct) == (len(too_incorrect), len(passed), len(too_correct))
+    assert tally.pilot_prompts == n + 1
+    assert sorted(e.prompt_id for e in alloc.buffer.entries()) == [100 + c for c in passed]
+    assert tally.evict_marked == 0 and alloc.evict_next_epoch == set()
+
+
+# ------------------------------------------------------------------ eviction below threshold 1
+class EvictingDataset:
+    def __init__(self):
+        self.evicted: list[set] = []
+
+    def evict(self, ids) -> int:
+        self.evicted.append(set(ids))
+        return len(ids)
+
+
+@pytest.mark.parametrize(
+    ("n", "threshold", "evicted_counts"),
+    # too correct is above 0.75 (7-8 of 8, 13-16 of 16): eviction must follow the threshold, not that verdict
+    [(8, 0.5, range(4, 9)), (16, 0.875, range(14, 17)), (16, 0.5, range(8, 17))],
+)
+def test_eviction_below_one_marks_exactly_the_prompts_at_or_above_the_threshold(n, threshold, evicted_counts):
+    alloc = allocator(f"algorithm.exploration.n={n}", f"algorithm.exclude_threshold_upper={threshold}")
+    tally, _ = pilot_round(alloc, range(n + 1), n)
+    expected = {100 + c for c in evicted_counts}
+    assert alloc.evict_next_epoch == expected and tally.evict_marked == len(expected)
+    # Prompts marked for eviction that are in the band still wait in the buffer for this epoch's commits.
+    assert {e.prompt_id for e in alloc.buffer.entries()} == {100 + c for c in range(n // 8, 3 * n // 4 + 1)}
+    dataset = EvictingDataset()
+    assert alloc.end_epoch(dataset) == len(expected)
+    assert dataset.evicted == [expected] and alloc.evict_next_epoch == set()
+
+
+# ------------------------------------------------------------------ commit sizing and n_effective
+N_PILOT, N_EFFECTIVE, N_COMMIT, B = 4, 2, 3, 4
+
+
+def commit_round(alloc, tally, new_counts, first_id, buffered_ids, step=1):
+    """A round that pilots new prompts (ids from ``first_id``; 2 of 4 correct is in the band) and commits from
+    the buffer: the requests, the training segments and the committed prompt ids."""
+    ids, values = pilot_of(new_counts, N_PILOT)
+    ids += first_id - 100
+
+    def outcomes(requests):
+        assert [r.kind for r in requests] == [PILOT, COMMIT]
+        commit_ids = requests[1].prompts.non_tensor_batch["index"]
+        assert set(commit_ids.tolist()) <= buffered_ids
+        commit = rollout_rows(np.repeat(commit_ids, N_COMMIT), np.tile([1.0, 0.0, 0.0], len(commit_ids)))
+        return {requests[0].name: rollout_rows(ids, values), requests[1].name: commit}
+
+    requests, result = round_of(alloc, tally, prompt_rows(ids[::N_PILOT]), outcomes, step)
+    assert result.committed_ids.tolist() == requests[1].prompts.non_tensor_batch["index"].tolist()
+    return requests, result.segments, result.committed_ids
+
+
+def test_commits_take_what_the_batch_still_needs_and_reuse_n_effective_pilots_each():
+    alloc = allocator(
+        f"data.train_batch_size={B}",
+        "data.gen_batch_size=5",
+        f"algorithm.exploration.n={N_PILOT}",
+        f"algorithm.exploration.n_effective={N_EFFECTIVE}",
+        f"actor_rollout_ref.rollout.n={N_COMMIT}",
+    )
+    tally, first_ids = pilot_round(alloc, [2, 2, 2, 0, 4], N_PILOT)  # three prompts reach the buffer
+    buffered = set(first_ids[:3].tolist())
+    # Needed 4, buffered 3: all three commit (and this round's pilot buffers three more).
+    requests, segments, committed = commit_round(alloc, tally, [2, 2, 2, 4, 0], 200, buffered)
+    assert requests[1].n == N_COMMIT and len(committed) == 3 and tally.committed_prompts == 3
+    assert_training_groups(segments, committed)
+    # Needed 1 (4 - 3 committed this step), buffered 3: one commits, two stay for the next step.
+    buffered = {e.prompt_id for e in alloc.buffer.entries()}
+    assert len(buffered) == 3
+    requests, segments, committed = commit_round(alloc, tally, [0, 0, 0, 0, 0], 300, buffered)
+    assert len(committed) == 1 and tally.committed_prompts == B
+    assert_training_groups(segments, committed)
+    assert len(alloc.buffer) == 2
+
+
+def assert_training_groups(segments, committed):
+    """Each committed prompt trains N_EFFECTIVE of its pilot rollouts (one correct, one wrong: the most balanced
+    pair of its 2-of-4 pilot) and then its N_COMMIT commit rollouts, in commit order."""
+    *reused, commit = segments
+    reused_ids = np.concatenate([np.asarray(s.non_tensor["index"])[s.index] for s in reused])
+    reused_acc = np.concatenate([np.asarray(s.non_tensor["acc"])[s.index] for s in reused])
+    assert len(reused_ids) == len(committed) * N_EFFECTIVE
+    for pid in committed.tolist():
+        assert sorted(reused_acc[reused_ids == pid].tolist()) == [0.0, 1.0]
+    assert commit.index is None
+    assert commit.rows.non_tensor_batch["index"].tolist() == np.repeat(committed, N_COMMIT).tolist()
+
+
+# ------------------------------------------------------------------ DAPO's group filter on non-binary metrics
+def test_dapo_trains_the_groups_whose_scores_vary_whatever_their_mean():
+    groups = {
+        1: [-1.0] * 4,  # flat at -1 (a +-1 reward): dropped, too incorrect
+        2: [0.5] * 4,  # flat graded score: dropped, too correct (mean above 0)
+        3: [1.0, -1.0, 1.0, -1.0],  # mixed with mean 0: kept
+        4: [1.0] * 4,  # flat: dropped
+        5: [0.0, 0.25, 0.25, 0.25],  # mixed graded: kept
+        6: [0.0] * 4,  # flat at 0: dropped
+    }
+    alloc = allocator(
+        "algorithm.rollout_allocation=dapo",
+        "algorithm.filter_groups.metric=score",
+        "data.train_batch_size=6",
+        "data.gen_batch_size=6",
+        "actor_rollout_ref.rollout.n=4",
+    )
+    tally = StepState()
+    rows = rollout_rows(np.repeat(list(groups), 4), np.concatenate(list(groups.values())), metric="score")
+    (request,), result = round_of(alloc, tally, prompt_rows(list(groups)), lambda r: {r[0].name: rows})
+    assert (request.kind, request.n) == (GROUP, 4)
+    (segment,) = result.segments
+    assert segment.rows.non_tensor_batch["index"].tolist() == [3] * 4 + [5] * 4
+    assert (tally.passed, tally.too_correct, tally.too_incorrect) == (2, 2, 2)
+    assert tally.committed_ids == {3, 5}

@@ -1,0 +1,380 @@
+"""The Hydra config composes on CPU with every PC key, and bad PC values fail with the key named."""
+
+import re
+import sys
+
+import pytest
+from omegaconf import OmegaConf
+from support import compose_pc_config, stand_in_model, write_parquet_rows
+
+from recipe.pc.main_pc import preflight
+from recipe.pc.parallel import check_parallel_sizes
+from recipe.pc.settings import PCConfigError, PCSettings
+
+PC_KEYS = [
+    "data.gen_batch_size",
+    "data.custom_cls.path",
+    "reward.reward_manager.name",
+    "reward.reward_kwargs.overlong_buffer_cfg.enable",
+    "reward.reward_kwargs.overlong_buffer_cfg.len",
+    "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor",
+    "reward.reward_kwargs.overlong_buffer_cfg.log",
+    "algorithm.agg_metric",
+    "algorithm.max_num_gen_batches",
+    "algorithm.buffer_size",
+    "algorithm.buffer_max_off_steps",
+    "algorithm.buffer_sampling_method",
+    "algorithm.buffer_response_sampling_method",
+    "algorithm.diversity_threshold_upper",
+    "algorithm.diversity_threshold_lower",
+    "algorithm.exclude_threshold_upper",
+    "algorithm.exploration.n",
+    "algorithm.exploration.n_effective",
+    "algorithm.seed",
+    "trainer.project_name",
+]
+
+
+def test_entry_point_prints_composed_config_without_gpu(tmp_path, monkeypatch, capsys):
+    """``python -m recipe.pc.main_pc --cfg job``, run in this process: Hydra prints the job's config and returns
+    before the task (no GPU, no Ray)."""
+    import yaml
+
+    from recipe.pc import main_pc
+
+    monkeypatch.setattr(main_pc, "run_ppo", lambda *args, **kwargs: pytest.fail("run_ppo started"))
+    monkeypatch.setattr(sys, "argv", [main_pc.__file__, "--cfg", "job"])
+    # As under `python -m`, where main_pc is __main__: Hydra finds config/ beside the file, not as a package.
+    monkeypatch.setenv("HYDRA_MAIN_MODULE", "__main__")
+    monkeypatch.chdir(tmp_path)  # where a Hydra run would write outputs/
+    main_pc.main()
+    cfg = yaml.safe_load(capsys.readouterr().out)
+    for key in PC_KEYS:
+        node = cfg
+        for part in key.split("."):
+            assert part in node, f"{key} missing from the composed config"
+            node = node[part]
+    assert cfg["algorithm"]["diversity_threshold_lower"] == 0.125
+    assert cfg["algorithm"]["exclude_threshold_upper"] == 1.0
+    assert cfg["actor_rollout_ref"]["rollout"]["name"] == "???"  # still stock verl underneath
+
+
+def test_defaults_read_into_settings():
+    settings = PCSettings.from_config(compose_pc_config(["data.train_batch_size=16", "data.seed=3"]))
+    assert settings.gen_batch_size == 16 and settings.pilot.n_effective == settings.pilot.n == 8
+    assert settings.group_size == 16 and settings.train_rows == 256
+    assert settings.seed == 3 and settings.pilot.evict_threshold == 1.0
+
+
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        ("algorithm.diversity_threshold_lower=1.5", "diversity_threshold_lower"),
+        ("algorithm.diversity_threshold_upper=-0.1", "diversity_threshold_upper"),
+        ("algorithm.diversity_threshold_lower=0.6", "empty band"),
+        ("algorithm.exploration.n_effective=9", "n_effective"),
+        ("algorithm.exploration.n=0", "exploration.n"),
+        ("algorithm.exclude_threshold_upper=0", "exclude_threshold_upper"),
+        ("algorithm.buffer_size=4", "buffer_size"),
+        ("algorithm.buffer_max_off_steps=-1", "buffer_max_off_steps"),
+        ("algorithm.buffer_sampling_method=oldest", "buffer_sampling_method"),
+        ("algorithm.buffer_response_sampling_method=all", "buffer_response_sampling_method"),
+        ("algorithm.rollout_allocation=ppo", "rollout_allocation"),
+        ("algorithm.mini_batch_unit=tokens", "mini_batch_unit"),
+    ],
+)
+def test_bad_values_name_their_key(override, match):
+    cfg = compose_pc_config(["data.train_batch_size=16", "algorithm.diversity_threshold_upper=0.5", override])
+    with pytest.raises(PCConfigError, match=match):
+        PCSettings.from_config(cfg)
+
+
+def test_parallel_size_checks():
+    settings = PCSettings.from_config(compose_pc_config(["data.train_batch_size=16"]))
+    check_parallel_sizes(settings, dp_size=8, ppo_mini_batch_size=4)  # 256 rows, mini 32 rows
+    with pytest.raises(PCConfigError, match="data-parallel"):
+        check_parallel_sizes(settings, dp_size=3, ppo_mini_batch_size=4)
+    with pytest.raises(PCConfigError, match="ppo_mini_batch_size=3"):
+        check_parallel_sizes(settings, dp_size=1, ppo_mini_batch_size=3)
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("algorithm.carry_over_epoch=no", "algorithm.carry_over_epoch"),
+        ("algorithm.carry_over_epoch=off", "algorithm.carry_over_epoch"),
+        ("algorithm.carry_over_epoch='false'", "algorithm.carry_over_epoch"),
+        ("algorithm.carry_over_epoch=0", "algorithm.carry_over_epoch"),
+        ("algorithm.raise_on_unfilled_batch=yes", "algorithm.raise_on_unfilled_batch"),
+        ("algorithm.exploration.n=2.5", "algorithm.exploration.n"),
+        ("algorithm.exploration.n=2.0", "algorithm.exploration.n"),
+        ("algorithm.exploration.n=abc", "algorithm.exploration.n"),
+        ("algorithm.exploration.n=true", "algorithm.exploration.n"),
+        ("algorithm.exploration.n=null", "algorithm.exploration.n"),
+        ("algorithm.diversity_threshold_lower=low", "algorithm.diversity_threshold_lower"),
+        ("algorithm.buffer_size='1000'", "algorithm.buffer_size"),
+        ("data.gen_batch_size=16.5", "data.gen_batch_size"),
+        ("algorithm.buffer_sampling_method=3", "algorithm.buffer_sampling_method"),
+    ],
+)
+def test_values_of_the_wrong_type_are_errors_naming_their_key(override, key):
+    with pytest.raises(PCConfigError, match=rf"^{re.escape(key)}="):
+        PCSettings.from_config(compose_pc_config([override]))
+
+
+def test_typed_values_parse_strictly():
+    settings = PCSettings.from_config(
+        compose_pc_config(
+            [
+                "algorithm.carry_over_epoch=false",
+                "algorithm.exclude_threshold_upper=1",
+                "algorithm.min_train_prompts=null",
+                "algorithm.exploration.n_effective=null",
+                "algorithm.exploration.n=6",
+            ]
+        )
+    )
+    assert settings.reference.carry_over_epoch is False
+    assert settings.pilot.evict_threshold == 1.0 and isinstance(settings.pilot.evict_threshold, float)
+    assert settings.min_train_prompts is None and settings.pilot.n_effective == 6
+    dapo = PCSettings.from_config(
+        compose_pc_config(
+            ["algorithm.rollout_allocation=dapo", "algorithm.filter_groups.metric=score", "algorithm.agg_metric=acc"]
+        )
+    )
+    assert dapo.agg_metric == "score"
+    with pytest.raises(PCConfigError, match=r"^algorithm.filter_groups.max_num_gen_batches="):
+        PCSettings.from_config(
+            compose_pc_config(["algorithm.rollout_allocation=dapo", "algorithm.filter_groups.max_num_gen_batches=x"])
+        )
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("global_profiler.steps=[1,3]", "global_profiler.steps"),
+        ("trainer.esi_redundant_time=60", "trainer.esi_redundant_time"),
+        ("algorithm.adv_estimator=remax", "algorithm.adv_estimator"),
+    ],
+)
+def test_stock_options_the_pc_loop_does_not_run_are_refused(override, key):
+    with pytest.raises(PCConfigError, match=rf"^{re.escape(key)}=.* is not supported"):
+        PCSettings.from_config(compose_pc_config([override]))
+
+
+def test_stock_options_at_their_defaults_or_honoured_pass():
+    explicit = PCSettings.from_config(
+        compose_pc_config(["global_profiler.steps=null", "trainer.esi_redundant_time=0", "trainer.rollout_data_dir=/r"])
+    )
+    assert explicit == PCSettings.from_config(compose_pc_config([]))  # accepted, and they change no PC setting
+
+
+# ---------------------------------------------------------------------- preflight (--validate)
+@pytest.fixture
+def valid_overrides(tmp_path):
+    for name in ("train.parquet", "test.parquet"):
+        write_parquet_rows(tmp_path / name)
+    stand_in_model(tmp_path / "model")
+    return [
+        f"data.train_files={tmp_path / 'train.parquet'}",
+        f"data.val_files=[{tmp_path / 'test.parquet'}]",
+        f"actor_rollout_ref.model.path={tmp_path / 'model'}",
+        "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.actor.use_dynamic_bsz=true",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+        "data.train_batch_size=8",
+        "trainer.n_gpus_per_node=4",
+        "reward.custom_reward_function.path=pkg://recipe.pc.rewards.math_reward",
+        "reward.custom_reward_function.name=compute_score",
+        "+reward.custom_reward_function.reward_kwargs.grader=math_dapo",
+    ]
+
+
+def test_preflight_passes_a_valid_config(valid_overrides):
+    assert preflight(compose_pc_config(valid_overrides), fetch_model=False) == ([], [])
+
+
+def _write_reward(tmp_path) -> str:
+    path = tmp_path / "strict_reward.py"
+    path.write_text("def score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.0\n")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (["algorithm.exploration.n=0"], "algorithm.exploration.n=0"),
+        (["trainer.n_gpus_per_node=3"], "does not split over 3 data-parallel ranks"),
+        (["actor_rollout_ref.actor.ulysses_sequence_parallel_size=3"], "ulysses_sequence_parallel_size = 3"),
+        # With sequence parallel 2, 4 GPUs are 2 data-parallel ranks: 128 rows split, so this passes ...
+        (["actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "trainer.n_gpus_per_node=4"], None),
+        # ... and 6 GPUs with sequence parallel 2 are 3 ranks, which 128 rows do not split over.
+        (["actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "trainer.n_gpus_per_node=6"], "3 data-parallel"),
+        (["actor_rollout_ref.actor.use_dynamic_bsz=false"], "ppo_micro_batch_size"),
+        (["actor_rollout_ref.actor.loss_agg_mode=bogus"], "Invalid loss_agg_mode: bogus"),
+        (["actor_rollout_ref.rollout.mode=sync"], "Rollout mode 'sync' has been removed"),
+        (["actor_rollout_ref.actor.ppo_mini_batch_size=0"], "actor_rollout_ref.actor.ppo_mini_batch_size=0"),
+        (["trainer.n_gpus_per_node=0"], "trainer.nnodes * trainer.n_gpus_per_node = 0 GPUs"),
+        (["reward.custom_reward_function.reward_kwargs.grader=sympy"], "reward_kwargs.grader='sympy'"),
+        (["reward.custom_reward_function.name=no_such_fn"], "reward.custom_reward_function: cannot load 'no_such_fn'"),
+        (["reward.custom_reward_function.path=pkg://recipe.pc.rewards.nowhere"], "reward.custom_reward_function"),
+        (["data.train_files=/nowhere/train.parquet"], "data.train_files: /nowhere/train.parquet"),
+        (["data.val_files=[/nowhere/a.parquet,/nowhere/b.parquet]"], "data.val_files: /nowhere/b.parquet"),
+        (["actor_rollout_ref.model.path=/nowhere/model"], "actor_rollout_ref.model.path=/nowhere/model (MODEL_PATH)"),
+    ],
+)
+def test_preflight_names_each_failure(valid_overrides, overrides, expected):
+    problems, _ = preflight(compose_pc_config(valid_overrides + overrides), fetch_model=False)
+    if expected is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_preflight_checks_reward_kwargs_against_the_function(valid_overrides, tmp_path):
+    path = _write_reward(tmp_path)
+    overrides = valid_overrides + [
+        f"reward.custom_reward_function.path={path}",
+        "reward.custom_reward_function.name=score",
+    ]
+    problems, _ = preflight(compose_pc_config(overrides), fetch_model=False)
+    assert len(problems) == 1 and "reward_kwargs has ['grader'], which score does not take" in problems[0]
+
+
+def test_preflight_reports_every_failure_and_notes_an_unchecked_hub_id(valid_overrides):
+    overrides = valid_overrides + [
+        "algorithm.exploration.n=0",
+        "data.train_files=/nowhere/train.parquet",
+        "actor_rollout_ref.model.path=HuggingFaceTB/SmolLM2-135M-Instruct",
+    ]
+    problems, notes = preflight(compose_pc_config(overrides), fetch_model=False)
+    assert len(problems) == 2
+    assert notes == [
+        "actor_rollout_ref.model.path=HuggingFaceTB/SmolLM2-135M-Instruct is a hub id: not checked in a dry run "
+        "(fetched at launch)"
+    ]
+
+
+def test_hub_model_check_counts_a_cached_copy_and_explains_a_missing_one(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    from recipe.pc.main_pc import hub_model_problem
+
+    # What HF_HUB_OFFLINE=1 and HF_HOME=tmp_path give a fresh process (huggingface_hub reads them on import).
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    snapshot = tmp_path / "hub" / "models--org--tiny" / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (tmp_path / "hub" / "models--org--tiny" / "refs").mkdir()
+    (tmp_path / "hub" / "models--org--tiny" / "refs" / "main").write_text("a" * 40)
+    assert hub_model_problem("org/tiny") is None
+    message = hub_model_problem("org/absent")
+    assert "'org/absent' is not in the local Hugging Face cache and cannot be fetched" in message
+    assert "MODEL_PATH=DIR" in message
+
+
+def _runtime_env_of(config) -> dict:
+    """What verl 0.9.1's run_ppo hands ray.init: its default runtime env merged with ray_kwargs.ray_init.runtime_env
+    (verl/trainer/main_ppo.py, run_ppo)."""
+    from omegaconf import OmegaConf
+    from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+
+    given = config.ray_kwargs.get("ray_init", {}).get("runtime_env", {})
+    return OmegaConf.to_container(OmegaConf.merge(get_ppo_ray_runtime_env(config), given))
+
+
+def test_main_forwards_the_launchers_env_to_a_ray_cluster_started_beforehand(monkeypatch):
+    # On a cluster started by ray_cluster.sh the TaskRunner does not inherit the driver's environment:
+    # the first two-node GPU run wrote its metrics to verl's default path instead of VERL_FILE_LOGGER_PATH.
+    from recipe.pc import main_pc
+
+    captured = {}
+    monkeypatch.setattr(main_pc, "run_ppo", lambda config, task_runner_class: captured.setdefault("config", config))
+    monkeypatch.setattr(main_pc, "_report_and_exit_on_problems", lambda config, fetch_model: None)
+    monkeypatch.setattr(main_pc, "auto_set_device", lambda config: None)
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", "/runs/a/metrics.jsonl")
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    monkeypatch.delenv("TENSORBOARD_DIR", raising=False)
+    main_pc.main(compose_pc_config(["+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_MODE=offline"]))
+    env_vars = _runtime_env_of(captured["config"])["env_vars"]
+    assert env_vars["VERL_FILE_LOGGER_PATH"] == "/runs/a/metrics.jsonl"
+    assert env_vars["WANDB_MODE"] == "offline"  # a value given in the config wins
+    assert "TENSORBOARD_DIR" not in env_vars  # unset here: not invented
+
+
+def test_forward_driver_env_names_what_it_added():
+    from recipe.pc.main_pc import forward_driver_env
+
+    config = compose_pc_config([])
+    assert forward_driver_env(config, {"VERL_FILE_LOGGER_ROOT": "/logs", "UNRELATED": "x"}) == ["VERL_FILE_LOGGER_ROOT"]
+    assert _runtime_env_of(config)["env_vars"]["VERL_FILE_LOGGER_ROOT"] == "/logs"
+    assert "UNRELATED" not in _runtime_env_of(config)["env_vars"]
+
+
+def test_pc_log_lines_reach_the_console_inside_a_ray_actor(monkeypatch):
+    # A Ray actor has no logging handler: the "saved PC state" lines of the resume check never printed.
+    import io
+    import logging
+
+    from recipe.pc.main_pc import configure_pc_logging
+
+    package = logging.getLogger("recipe.pc")
+    before = (list(package.handlers), package.level, package.propagate)
+    monkeypatch.delenv("PC_LOGGING_LEVEL", raising=False)
+    stream = io.StringIO()
+    try:
+        configure_pc_logging(stream)
+        configure_pc_logging(stream)  # idempotent: one handler, each line once
+        logging.getLogger("recipe.pc.pc_ray_trainer").info("saved PC state at step %d: %s", 4, "buffer 8")
+        logging.getLogger("recipe.pc.checkpoint").debug("not at INFO")
+        assert stream.getvalue() == "INFO recipe.pc.pc_ray_trainer: saved PC state at step 4: buffer 8\n"
+        # PC_LOGGING_LEVEL governs the trainer's own lines too (no module-level level overrides it).
+        monkeypatch.setenv("PC_LOGGING_LEVEL", "warning")
+        configure_pc_logging(stream)
+        logging.getLogger("recipe.pc.pc_ray_trainer").info("resumed PC state at step 4")
+        assert "resumed" not in stream.getvalue()
+        monkeypatch.setenv("PC_LOGGING_LEVEL", "chatty")
+        configure_pc_logging(stream)
+        assert "PC_LOGGING_LEVEL=CHATTY is not a logging level" in stream.getvalue()
+        assert package.level == logging.INFO
+    finally:
+        package.handlers[:] = before[0]
+        package.setLevel(before[1])
+        package.propagate = before[2]
+
+
+def test_every_setting_has_its_key_in_the_yaml_and_no_default_in_code():
+    """Defaults live in pc_trainer.yaml only: every settings field names a key the composed config holds (the
+    PC keys in the YAML itself, the others in verl's ppo_trainer), and no field carries a default of its own."""
+    import dataclasses
+
+    from recipe.pc.allocators import ALLOCATORS
+    from recipe.pc.settings import yaml_defaults
+
+    absent = object()
+    composed, own = compose_pc_config([]), yaml_defaults()
+    keys = PCSettings.keys() + [k for cls in ALLOCATORS.values() for k in cls.config_keys.values()]
+    for key in keys:
+        assert OmegaConf.select(composed, key, default=absent) is not absent, key
+        if key.startswith("algorithm.") or key == "data.gen_batch_size":
+            node, _, leaf = key.rpartition(".")
+            assert leaf in OmegaConf.select(own, node), f"{key} is not in pc_trainer.yaml"
+
+    def groups(cls):
+        hints = __import__("typing").get_type_hints(cls)
+        yield cls
+        for f in dataclasses.fields(cls):
+            if "key" not in f.metadata:
+                yield from groups(hints[f.name])
+
+    for group in groups(PCSettings):
+        for f in dataclasses.fields(group):
+            assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, (group, f.name)
+
+
+def test_unknown_tie_order_is_refused_naming_the_key():
+    with pytest.raises(PCConfigError, match="algorithm.buffer_tie_order='older'"):
+        PCSettings.from_config(compose_pc_config(["algorithm.buffer_tie_order=older"]))
+    with pytest.raises(PCConfigError, match="algorithm.dapo_step_unit='rounds'"):
+        PCSettings.from_config(compose_pc_config(["algorithm.dapo_step_unit=rounds"]))

@@ -1,0 +1,164 @@
+"""The math-verify reward: box extraction, equivalent forms, timeouts from worker threads, and verl's DAPO manager."""
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import compose_pc_config
+from verl import DataProto
+
+from recipe.pc.rewards.math_reward import NO_BOX, TIMEOUT, compute_score, extract_boxed_answer
+
+# (response, ground truth, acc, pred)
+GOLDEN = [
+    ("I could not solve it. The answer is 5.", "5", False, NO_BOX),
+    (r"The answer is \boxed{}.", "5", False, ""),
+    (r"So $x = \boxed{\frac{1}{\sqrt{2}}}$.", r"\frac{\sqrt{2}}{2}", True, r"\frac{1}{\sqrt{2}}"),
+    (r"Let S = {1, 2}} be wrong}. Then \boxed{7}", "7", True, "7"),
+    (r"First \boxed{3}, but on reflection \boxed{4}.", "4", True, "4"),
+    (r"First \boxed{3}, but on reflection \boxed{4}.", "3", False, "4"),
+    (r"\boxed{\frac12}", "0.5", True, r"\frac12"),
+    (r"\boxed{0.5}", r"\frac12", True, "0.5"),
+    (r"\boxed{\sqrt{2}/2}", r"\frac{\sqrt{2}}{2}", True, r"\sqrt{2}/2"),
+    (r"\boxed{1/2}", r"\frac{1}{2}", True, "1/2"),
+    (r"\boxed{3.0}", "3", True, "3.0"),
+    (r"\boxed{[1, 3)}", "[1,3)", True, "[1, 3)"),
+    (r"\boxed{(1, 2)}", "(2,1)", False, "(1, 2)"),
+    (r"\boxed{\{2, 1\}}", r"\{1,2\}", True, r"\{2, 1\}"),
+    (r"\boxed{4}", "3", False, "4"),
+    (r"\boxed{-3}", "3", False, "-3"),
+    (r"\boxed{\text{Monday}}", "Monday", True, r"\text{Monday}"),
+    (r"\boxed{\text{Tuesday}}", r"\text{Monday}", False, r"\text{Tuesday}"),
+    (r"\fbox{12}", "12", True, "12"),
+    ("so the answer is $\\boxed 5$.\nDone.", "5", True, "5"),
+    (r"\boxed{1} and finally \boxed{\frac{2", "1", False, NO_BOX),
+]
+
+
+@pytest.mark.parametrize("response, truth, acc, pred", GOLDEN)
+def test_golden(response, truth, acc, pred):
+    result = compute_score("math", response, truth, extra_info={"index": 0})
+    assert result == {"score": 1.0 if acc else -1.0, "acc": acc, "pred": pred}
+
+
+@given(
+    prefix=st.text(alphabet="ab {}$\n", max_size=30),
+    answer=st.recursive(st.text(alphabet="x1+", max_size=3), lambda inner: inner.map(lambda s: "{" + s + "}")),
+    suffix=st.text(alphabet="ab }$\n", max_size=30),
+)
+@settings(max_examples=200, deadline=None)
+def test_stray_braces_outside_the_last_box_never_abort_extraction(prefix, answer, suffix):
+    assert extract_boxed_answer(f"{prefix}\\boxed{{{answer}}}{suffix}") == answer.strip()
+
+
+def test_math_dapo_grader_is_verls_string_scorer():
+    assert compute_score("math", r"so \boxed{5}", "5", grader="math_dapo") == {"score": 1.0, "acc": True, "pred": "5"}
+    # A string match: equivalent forms that math-verify accepts are wrong here.
+    assert compute_score("math", "Answer: 0.5", r"\frac12", grader="math_dapo") == {
+        "score": -1.0,
+        "acc": False,
+        "pred": "0.5",
+    }
+
+
+def test_bad_configuration_and_data_raise():
+    with pytest.raises(ValueError, match="grader='sympy'"):
+        compute_score("math", r"\boxed{1}", "1", grader="sympy")
+    with pytest.raises(ValueError, match="timeout_s"):
+        compute_score("math", r"\boxed{1}", "1", timeout_s=0)
+    for empty in ("", "  ", None):
+        with pytest.raises(ValueError, match=r"data_source='dapo17k', extra_info.index=42"):
+            compute_score("dapo17k", r"\boxed{1}", empty, extra_info={"index": 42})
+
+
+def test_pathological_inputs_return_quickly_from_a_worker_thread():
+    huge_text = "word " * 1_000_000  # 5 MB
+    cases = [
+        (huge_text, "1", 5.0, NO_BOX),
+        ("\\boxed{" + "{" * 1_000_000, "1", 5.0, NO_BOX),
+        ("\\boxed{" + "1+" * 1_000_000 + "1}", "1", 5.0, ("1+" * 1000)[1:] + "1"),
+        (r"\boxed{9^{9^{9^{9^{9}}}}}", "1", 1.0, TIMEOUT),
+    ]
+    # From a worker thread, as the reward manager calls it: SIGALRM-based timeouts would fail there.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        for response, truth, timeout_s, pred in cases:
+            start = time.monotonic()
+            result = pool.submit(compute_score, "math", response, truth, timeout_s=timeout_s).result()
+            assert time.monotonic() - start < timeout_s + 3.0
+            assert result == {"score": -1.0, "acc": False, "pred": pred}
+        # The timed-out grader was replaced, not left blocking the pool.
+        assert pool.submit(compute_score, "math", huge_text + r"\boxed{2}", "2").result()["acc"] is True
+
+
+def test_concurrent_threads_get_their_own_answers():
+    cases = GOLDEN * 3 + [(r"\boxed{9^{9^{9^{9^{9}}}}}", "1", False, TIMEOUT)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda c: compute_score("math", c[0], c[1], timeout_s=2.0), cases))
+    for (_, _, acc, pred), result in zip(cases, results, strict=True):
+        assert result == {"score": 1.0 if acc else -1.0, "acc": acc, "pred": pred}
+
+
+class PieceTokenizer:
+    """Token id i decodes to pieces[i]; id 0 is padding."""
+
+    def __init__(self, pieces):
+        self.pieces = pieces
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(self.pieces[i] for i in ids.tolist() if i != 0)
+
+
+def test_through_verls_dapo_reward_manager_with_overlong_penalty():
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    config = compose_pc_config(
+        [
+            "data.max_response_length=8",
+            "reward.reward_manager.name=dapo",
+            "reward.custom_reward_function.path=pkg://recipe.pc.rewards.math_reward",
+            "reward.custom_reward_function.name=compute_score",
+            "+reward.custom_reward_function.reward_kwargs.timeout_s=3.0",
+            "reward.reward_kwargs.overlong_buffer_cfg.enable=True",
+            "reward.reward_kwargs.overlong_buffer_cfg.len=4",
+            "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0",
+            "reward.reward_kwargs.overlong_buffer_cfg.log=True",
+        ]
+    )
+    pieces = ["<pad>", "so ", r"\boxed{", r"\frac12", "0.25", "}", " hmm", "Q"]
+    # Valid lengths 3, 6 and 4 against an expected length of 8 - 4 = 4: only the second row is overlong.
+    responses = torch.tensor(
+        [
+            [2, 3, 5, 0, 0, 0, 0, 0],
+            [1, 6, 6, 2, 3, 5, 0, 0],
+            [1, 2, 4, 5, 0, 0, 0, 0],
+        ]
+    )
+    prompts = torch.tensor([[7, 7]] * 3)
+    data = DataProto.from_dict(
+        tensors={
+            "prompts": prompts,
+            "responses": responses,
+            "attention_mask": torch.cat([torch.ones_like(prompts), (responses != 0).long()], dim=1),
+        },
+        non_tensors={
+            "data_source": np.array(["math"] * 3, dtype=object),
+            "reward_model": np.array([{"ground_truth": "0.5", "style": "rule"}] * 3, dtype=object),
+            "extra_info": np.array([{"index": i} for i in range(3)], dtype=object),
+        },
+    )
+    manager = load_reward_manager(config, PieceTokenizer(pieces))
+
+    async def score_rows():
+        return await asyncio.gather(*(manager.run_single(data[i : i + 1]) for i in range(len(data))))
+
+    outputs = manager.loop.run_until_complete(score_rows())
+    assert [out["reward_score"] for out in outputs] == [1.0, 1.0 - 0.5, -1.0]
+    assert [out["reward_extra_info"]["acc"] for out in outputs] == [True, True, False]
+    assert [out["reward_extra_info"]["score"] for out in outputs] == [1.0, 1.0, -1.0]
+    assert [out["reward_extra_info"]["pred"] for out in outputs] == [r"\frac12", r"\frac12", "0.25"]
+    assert [out["reward_extra_info"]["overlong"] for out in outputs] == [False, True, False]
