@@ -127,13 +127,15 @@ def check_parallel_sizes(
             f"{ppo_mini_batch_size} * {mult} = {mini_rows} rows, which do not split over {dp_size} ranks"
         )
     if not pc.reference.partial_mini_batch and (rows // dp_size) % (mini_rows // dp_size):
+        # Only suggest the other unit when it is not already the one in use.
+        other = "" if pc.reference.mini_batch_unit == "group" else "set algorithm.mini_batch_unit=group, or "
         raise PCConfigError(
             f"actor_rollout_ref.actor.ppo_mini_batch_size={ppo_mini_batch_size} gives mini-batches of "
             f"{ppo_mini_batch_size} * {mult} = {mini_rows} rows "
             f"(algorithm.mini_batch_unit={pc.reference.mini_batch_unit}), which must divide the {rows} trained rows"
             f"{note} per step evenly across {dp_size} ranks; pick ppo_mini_batch_size so that {rows} is a "
-            f"multiple of ppo_mini_batch_size * {mult}, or set algorithm.mini_batch_unit=group "
-            "(or algorithm.partial_mini_batch=true for the reference's partial last mini-batch)"
+            f"multiple of ppo_mini_batch_size * {mult}, or {other}set algorithm.partial_mini_batch=true for the "
+            "reference's partial last mini-batch"
         )
     micro = micro or MicroBatches()
     whole = f"data.train_batch_size * group size = {pc.train_batch_size} * {pc.group_size} = {rows} rows a step{note}"

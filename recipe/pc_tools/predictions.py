@@ -54,7 +54,7 @@ def measured_worse(config) -> str | None:
 
 # Passes over the training set past which PC's eviction (at each pass's end, of the prompts its pilots solved) leaves
 # harder prompts than the dump's pass rates: on 480 arithmetic prompts (47 and 56 passes by step 29) the model was
-# 44-49% low, on 3,000 (under 2 passes in 30 steps) within 15% (docs/results/regimes/README.md, "480 prompts").
+# 44-49% low, on 3,000 (under 2 passes in 30 steps) within 15% (docs/results/regimes/notebook.md, "480 prompts").
 EVICTION_PASSES = 2.0
 
 
@@ -72,7 +72,7 @@ def eviction_notes(predictions: list[Prediction], configs: list, train_prompts: 
                 f"pass over the {train_prompts} training prompts {passes:.1f} times in {steps} steps. PC evicts the "
                 "prompts its pilots solve at each pass's end and this model does not, so once the prompts left are "
                 "mostly too hard expect more rounds than predicted (on 480 arithmetic prompts, 47 and 56 passes by "
-                "step 29, it was 44-49% low: docs/results/regimes/README.md)"
+                "step 29, it was 44-49% low: docs/results/regimes/notebook.md)"
             )
     return notes
 

@@ -85,6 +85,19 @@ def test_update_micro_size_must_divide_each_ranks_rows_of_a_mini_batch():
         check(smoke_config(f"{UPDATE}=6"), dp=4)
 
 
+def test_mini_batches_must_divide_the_step_and_the_fix_names_only_other_settings():
+    # 64 rows a step; 6 x 4 = 24-row mini-batches (rollout.n unit) or 3 x 8 = 24 (whole groups) leave a remainder.
+    with pytest.raises(PCConfigError) as err:
+        check(smoke_config(f"{ARR}.actor.ppo_mini_batch_size=6", f"{UPDATE}=8"), dp=1)
+    assert "6 * 4 = 24 rows (algorithm.mini_batch_unit=rollout_n)" in str(err.value)
+    assert "set algorithm.mini_batch_unit=group, or set algorithm.partial_mini_batch=true" in str(err.value)
+    group = ("algorithm.mini_batch_unit=group", f"{ARR}.actor.ppo_mini_batch_size=3", f"{UPDATE}=8")
+    with pytest.raises(PCConfigError) as err:
+        check(smoke_config(*group), dp=1)
+    assert "3 * 8 = 24 rows (algorithm.mini_batch_unit=group)" in str(err.value)
+    assert "mini_batch_unit=group," not in str(err.value) and "set algorithm.partial_mini_batch=true" in str(err.value)
+
+
 def test_partial_mini_batch_is_padded_to_a_whole_one_before_the_update_split():
     # Reference preset shape: 8 x (2 + 6) = 64 rows, mini-batches of 2 x 6 = 12 rows: 5 whole + a partial one
     # per rank at dp 1, padded to 12 rows; the update micro size must divide 12, the log-prob one 64.
