@@ -163,6 +163,28 @@ def test_every_relative_link_resolves(page):
             assert anchor in anchors, f"{page_id(page)} links {target}: no heading with that anchor"
 
 
+# A repository path in backticks, e.g. `tests/fit/test_parallel_rows.py` or `recipe/pc/config/pc_trainer.yaml`.
+REPO_PATH = re.compile(r"`((?:recipe|scripts|train_scripts|data|tests|docs)/[\w./-]+\.(?:py|sh|yaml|md|txt))`")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_repository_file_a_page_names_exists(page):
+    # Pages name files from the repository root; a move (say, of tests into folders) must update them.
+    missing = [p for p in REPO_PATH.findall(read(page)) if not os.path.exists(os.path.join(ROOT, p))]
+    assert not missing, f"{page_id(page)} names files that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_test_a_page_names_is_defined(page):
+    names = set(re.findall(r"`(test_\w+)`", read(page)))
+    defined = set()
+    for folder, _, files in os.walk(os.path.join(ROOT, "tests")):
+        for name in files:
+            if name.endswith(".py"):
+                defined |= set(re.findall(r"^def (test_\w+)", read(os.path.join(folder, name)), flags=re.M))
+    assert names <= defined, f"{page_id(page)} names tests that do not exist: {sorted(names - defined)}"
+
+
 # ---------------------------------------------------------------------- the ten keys
 def key_rows() -> list[list[str]]:
     return table_rows(section(read(README), "The keys people change most"))
