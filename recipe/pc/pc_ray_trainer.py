@@ -35,6 +35,7 @@ from recipe.pc.checkpointing import CheckpointMixin
 from recipe.pc.compact import BatchBuffers, Segment, assemble
 from recipe.pc.generation import ROLLOUT_STEP, GenerationMixin, RoundTiming  # noqa: F401 (re-exported)
 from recipe.pc.metrics import step_metrics
+from recipe.pc.minibatch import mini_batch_plan
 from recipe.pc.parallel import MicroBatches, check_parallel_sizes, micro_batches, trainable_unit
 from recipe.pc.rollout_dump import discard_after
 from recipe.pc.settings import PCConfigError, PCSettings
@@ -154,6 +155,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
             )
         self._sync_weights()
         check_parallel_sizes(self.pc, self._dp_size(), self._ppo_mini_batch_size(), self._micro_batches())
+        logger.info("update: %s", self._update_summary())
         SkipManager.init(self.config)
         if self.config.trainer.get("val_before_train", True):
             self.tracking.log(data=self._validate(), step=self.global_steps)
@@ -239,6 +241,18 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
 
     def _trainable_unit(self) -> int:
         return trainable_unit(self.pc, self._dp_size(), self._ppo_mini_batch_size(), self._micro_batches())
+
+    def _update_summary(self) -> str:
+        """How the step's rows become optimizer steps, in one line: the start of a log shows which rules ran."""
+        actor, ref = self.config.actor_rollout_ref.actor, self.pc.reference
+        mini = self._ppo_mini_batch_size() * self.pc.mini_batch_multiplier
+        plan = mini_batch_plan(self.pc, self._dp_size(), self._ppo_mini_batch_size())
+        partial = f", a partial last mini-batch of {plan.partial_rows} rows a rank" if plan.partial_rows else ""
+        return (
+            f"{self.pc.method}, policy loss {actor.policy_loss.loss_mode} ({actor.loss_agg_mode}), "
+            f"{self.pc.train_rows} rows a step in {ref.row_order} row order over {self._dp_size()} ranks, "
+            f"mini-batches of {mini} rows ({ref.mini_batch_unit}){partial}"
+        )
 
     def _dp_size(self) -> int:
         return self._get_dp_size(self.actor_rollout_wg, "actor")

@@ -6,6 +6,8 @@
 #   bash scripts/gpu/launch.sh setup     # models and data (~1 min)
 #   bash scripts/gpu/launch.sh checks    # the multi-GPU checks, detached, 60 s apart; logs under /tmp/runs/<run>/
 #   bash scripts/gpu/launch.sh tp2 NAME  # the rollout-TP-2 GRPO check alone, logs under /tmp/runs/NAME/
+#   bash scripts/gpu/launch.sh tp2-learn # PC and GRPO at rollout TP 2 and TP 1 on a model that learns (4 GPUs)
+#   bash scripts/gpu/launch.sh reference # the reference preset's update at data-parallel 2 (GPUs 0 and 1)
 #   bash scripts/gpu/launch.sh batch docs/results/regimes/batch3.txt [NAME...]  # a regime batch file (or its
 #                                            named lines), run i on GPU i mod the GPU count (GPUS="3" or "0 2": cycle
 #                                            over those GPUs only); batch-plan lists them
@@ -19,7 +21,7 @@ export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
 export VLLM_USE_FLASHINFER_SAMPLER=0 RAY_AUTH_MODE=disabled
 RUNS=${RUNS:-/tmp/runs}
 source scripts/gpu/ray_tmp.sh
-M=/tmp/models/smollm2 TINY=/tmp/models/tiny_qwen2 D=/tmp/data
+M=/tmp/models/smollm2 TINY=/tmp/models/tiny_qwen2 EVEN=/tmp/models/smollm2_even D=/tmp/data
 STAGGER=${STAGGER:-25}
 # Every run is restarted (up to 3 times) if vLLM's start-up fails because another engine on its GPU changed
 # its memory use meanwhile; the resume check retries its own first run (a restart would resume instead).
@@ -46,9 +48,11 @@ run() {
   sleep "$STAGGER"
 }
 
-case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | tp2 | stop WHY NAME... | collect}" in
+case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | tp2 | tp2-learn | reference | stop WHY NAME... | collect}" in
   setup)
     python3 "${SMOLLM2_TO_HF:-/tmp/smollm2_to_hf.py}" "$M" --gguf /tmp/smollm2.gguf --tiny "$TINY"
+    # SmolLM2's 9 query and 3 key-value heads do not split over 2 GPUs; zero heads added make 12 and 4.
+    python3 scripts/gpu/pad_heads.py "$M" "$EVEN" --kv-heads 4
     python3 data/process_arithmetic.py --out_dir $D/smoke --levels 1 2 --train 160 --test 32
     python3 data/process_arithmetic.py --out_dir $D/tiny --levels 1 --train 40 --test 16
     python3 data/process_arithmetic.py --out_dir $D/spread --mix spread --train 3000 --test 200
@@ -132,6 +136,33 @@ case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | t
     CPUS=14 STAGGER=1 run ${2:-grpo_tp2} 0,1,2,3 MODEL_PATH=$TINY DATA_DIR=$D/smoke STEPS=3 bash train_scripts/smoke_1gpu.sh $micro \
       trainer.n_gpus_per_node=4 actor_rollout_ref.rollout.tensor_model_parallel_size=2 \
       actor_rollout_ref.actor.ulysses_sequence_parallel_size=1 algorithm.rollout_allocation=grpo data.gen_batch_size=8
+    ;;
+  tp2-learn)
+    # Trained weights through rollout TP 2, on a model that earns rewards: SmolLM2 with zero heads added (the same
+    # function), PC and GRPO on the calibrated mix at rollout TP 2 (one replica of 2 GPUs) and TP 1 (two replicas),
+    # FSDP over the same 2 GPUs, the same seed, verl's rollout/actor probability difference logged. The TP 1 run of
+    # each pair shares its GPUs with the TP 2 run, started 60 s later. Read it with
+    #   python -m recipe.pc_tools.gpu_check tp2 --pair pc $RUNS/pc_tp1_learn $RUNS/pc_tp2_learn \
+    #     --pair grpo $RUNS/grpo_tp1_learn $RUNS/grpo_tp2_learn
+    mkdir -p $RUNS
+    export CPUS=8 STAGGER=${STAGGER_CHECKS:-30}
+    learn="trainer.n_gpus_per_node=2 actor_rollout_ref.rollout.calculate_log_probs=true trainer.test_freq=-1"
+    for tp in 2 1; do
+      run pc_tp${tp}_learn 0,1 MODEL_PATH=$EVEN DATA_DIR=$D/calibrated STEPS=20 bash train_scripts/arith_pc_1gpu.sh \
+        $learn actor_rollout_ref.rollout.tensor_model_parallel_size=$tp
+      run grpo_tp${tp}_learn 2,3 MODEL_PATH=$EVEN DATA_DIR=$D/calibrated STEPS=20 bash train_scripts/arith_grpo_1gpu.sh \
+        $learn actor_rollout_ref.rollout.tensor_model_parallel_size=$tp
+    done
+    ;;
+  reference)
+    # The reference preset's update at data-parallel 2: pilot 2 + commit 6 on 8 prompts, mini-batches of 2 x 6 rows,
+    # so each rank's 32 rows are 5 whole mini-batches and its tail a partial one. Read it with
+    #   python -m recipe.pc_tools.gpu_check reference $RUNS/pc_reference
+    mkdir -p $RUNS
+    micro="actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4"
+    CPUS=8 STAGGER=1 run pc_reference 0,1 PRESET=reference MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=6 \
+      bash train_scripts/smoke_1gpu.sh $micro trainer.n_gpus_per_node=2 algorithm.exploration.n=2 \
+      actor_rollout_ref.rollout.n=6 actor_rollout_ref.actor.ppo_mini_batch_size=2
     ;;
   checks)
     # The multi-GPU checks. verl asks 3 Ray CPUs per GPU (CPUS=14 for 4 GPUs); the micro-batch sizes must divide

@@ -18,6 +18,7 @@ from verl import DataProto
 
 from recipe.pc.minibatch import MiniBatchPlan, pad_partial_mini_batch
 from recipe.pc.settings import PCConfigError
+from recipe.pc_tools.gpu_check import REFERENCE_UPDATE
 
 STEPS = 3
 SHAPES = {"1.5b": dict(dp=2, n_pilot=2, n_commit=6), "4b": dict(dp=4, n_pilot=4, n_commit=12)}
@@ -55,7 +56,10 @@ def run(tmp_path, tokenizer, dp, extra, trainer_cls=None):
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_reference_step_runs_five_whole_and_one_partial_mini_batch_at_each_ranks_tail(shape, tmp_path, tokenizer):
+def test_reference_step_runs_five_whole_and_one_partial_mini_batch_at_each_ranks_tail(
+    shape, tmp_path, tokenizer, caplog
+):
+    caplog.set_level("INFO", logger="recipe.pc")
     dp, n_pilot, n_commit = SHAPES[shape]["dp"], SHAPES[shape]["n_pilot"], SHAPES[shape]["n_commit"]
     updates, sent, steps = run(
         tmp_path,
@@ -86,6 +90,13 @@ def test_reference_step_runs_five_whole_and_one_partial_mini_batch_at_each_ranks
     for s in steps:
         assert s["training/ppo_mini_batches"] == s["training/optimizer_steps"] == 6
         assert s["training/partial_mini_batch_weight"] == pytest.approx(1 / 3)
+    # The start of the log names the rules that ran (a GPU log is read for this line).
+    assert f"update: pilot_commit, policy loss pc_reference (token-mean), {rows} rows a step in reference row " in (
+        caplog.text
+    )
+    assert f"over {dp} ranks, mini-batches of {n_commit} rows (rollout_n), a partial last mini-batch of " in caplog.text
+    assert f"{partial} rows a rank" in caplog.text
+    assert all(words in caplog.text for words in REFERENCE_UPDATE)  # what the GPU check reads
 
 
 def test_the_reference_preset_weights_by_verl_05s_loss_and_spreads_rows_as_verl_05(tmp_path, tokenizer):

@@ -301,3 +301,61 @@ def test_batch_starts_each_planned_run_on_its_gpu_from_any_folder(tmp_path):
     # A real start needs the commit being run, which every run's log then names; nothing starts without it.
     unnamed = launch("batch", str(batch), NGPUS="2", RUNS=str(runs), PC_COMMIT="")
     assert unnamed.returncode == 2 and "set PC_COMMIT" in unnamed.stderr and not (runs / "launch.log").exists()
+
+
+def launch_lines(mode: str) -> list[tuple[str, dict, str, list[str]]]:
+    """(run name, environment, train script, overrides) of each run ``launch.sh MODE`` would start (DRY_RUN=1)."""
+    out = subprocess.run(["bash", LAUNCH, mode], env={**os.environ, "DRY_RUN": "1"}, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    runs = []
+    for line in out.stdout.splitlines():
+        head, _, command = line.partition(": ")
+        words = command.split()
+        at = words.index("bash")
+        env = dict(w.split("=", 1) for w in words[:at])
+        runs.append((head.split()[1], env, os.path.basename(words[at + 1]), words[at + 2 :]))
+    return runs
+
+
+def test_tp2_learn_pairs_differ_only_in_the_rollouts_tensor_parallel_size(tmp_path):
+    from support import dry_run, stand_in_data_dir, stand_in_model
+
+    data, model = stand_in_data_dir(tmp_path / "data"), stand_in_model(tmp_path / "model")
+    configs = {}
+    for name, env, script, overrides in launch_lines("tp2-learn"):
+        assert env["MODEL_PATH"] == "/tmp/models/smollm2_even"  # the padded model: 12 and 4 heads split over 2
+        env.update(MODEL_PATH=model, DATA_DIR=data)
+        (tmp_path / name).mkdir()
+        run = dry_run(script, tmp_path / name, *overrides, **env)
+        assert run.problems == [], (name, run.problems)
+        configs[name] = run.resolved()
+    assert sorted(configs) == ["grpo_tp1_learn", "grpo_tp2_learn", "pc_tp1_learn", "pc_tp2_learn"]
+    for method in ("pc", "grpo"):
+        tp1, tp2 = configs[f"{method}_tp1_learn"], configs[f"{method}_tp2_learn"]
+        assert (
+            tp1.actor_rollout_ref.rollout.tensor_model_parallel_size,
+            tp2.actor_rollout_ref.rollout.tensor_model_parallel_size,
+        ) == (1, 2)
+        assert tp2.actor_rollout_ref.rollout.calculate_log_probs and tp2.trainer.n_gpus_per_node == 2
+        tp2.actor_rollout_ref.rollout.tensor_model_parallel_size = 1
+        for section in ("trainer",):  # output folders and names differ by run; the rest must not
+            for k in ("default_local_dir", "experiment_name", "rollout_data_dir"):
+                tp1[section][k] = tp2[section][k] = None
+        assert tp1 == tp2, method
+
+
+def test_reference_check_runs_the_reference_update_with_a_partial_mini_batch_on_two_ranks(tmp_path):
+    from support import dry_run, stand_in_data_dir, stand_in_model
+
+    from recipe.pc.minibatch import mini_batch_plan
+    from recipe.pc.settings import PCSettings
+
+    [(name, env, script, overrides)] = launch_lines("reference")
+    env.update(MODEL_PATH=stand_in_model(tmp_path / "model"), DATA_DIR=stand_in_data_dir(tmp_path / "data"))
+    run = dry_run(script, tmp_path, *overrides, **env)
+    assert name == "pc_reference" and run.problems == []
+    config = run.resolved()
+    assert config.actor_rollout_ref.actor.policy_loss.loss_mode == "pc_reference"
+    assert config.algorithm.row_order == "reference" and config.trainer.n_gpus_per_node == 2
+    plan = mini_batch_plan(PCSettings.from_config(config), 2, config.actor_rollout_ref.actor.ppo_mini_batch_size)
+    assert (plan.full, plan.partial_rows, plan.mini_rows_per_rank) == (5, 2, 6)  # 32 rows a rank: 5 x 6 + 2

@@ -1,0 +1,158 @@
+"""Pass or fail of the GPU checks, read from their logs by rules fixed before the runs.
+
+    python -m recipe.pc_tools.gpu_check tp2 --pair pc RUNS/pc_tp1 RUNS/pc_tp2 --pair grpo RUNS/grpo_tp1 RUNS/grpo_tp2
+    python -m recipe.pc_tools.gpu_check reference RUNS/pc_reference
+
+A run is a folder with verl's file-logger ``metrics.jsonl`` and the console's ``log.txt``. Exit status 0: every rule
+holds; 1: a rule fails; 2: a log is missing or lacks a metric the rule needs.
+
+``tp2``: trained weights reach rollout tensor-parallel-2 replicas intact. For each pair of runs that differ only in
+the rollout's tensor-parallel size, the mean of ``training/rollout_probs_diff_mean`` (verl's rollout-against-actor
+probability difference, logged with ``rollout.calculate_log_probs=true``) over the steps at TP 2 is at most
+``MAX_DIFF_RATIO`` times TP 1's, and the mean reward of every generated rollout over the last ``WINDOW`` steps exceeds
+the first ``WINDOW`` steps' by at least ``MIN_REWARD_GAIN`` at both sizes.
+
+``reference``: the reference preset's update ran as the authors' did: the log's ``update:`` line names the
+``pc_reference`` loss, reference row order and a partial last mini-batch; every step's gradient norm is finite; every
+step ran as many optimizer steps as PPO mini-batches, with the partial one weighted below 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from recipe.pc import metric_names as m
+from recipe.pc_tools.logs import ReportError, load_run
+
+MAX_DIFF_RATIO = 1.5
+MIN_REWARD_GAIN = 0.1
+WINDOW = 5
+PROBS_DIFF = "training/rollout_probs_diff_mean"
+GRAD_NORM = "actor/grad_norm"
+UPDATE_LINE = re.compile(r"update: (?P<text>.*)$", re.M)
+# What the trainer's start-up "update:" line says under the reference preset (RayPCTrainer._update_summary).
+REFERENCE_UPDATE = ("policy loss pc_reference", "reference row order", "a partial last mini-batch")
+
+
+def metrics(run: Path, *needed: str) -> pd.DataFrame:
+    frame = load_run(run / "metrics.jsonl")
+    missing = [name for name in needed if name not in frame.columns]
+    if missing:
+        hint = " (log it with actor_rollout_ref.rollout.calculate_log_probs=true)" if PROBS_DIFF in missing else ""
+        raise ReportError(f"{run / 'metrics.jsonl'}: no {', '.join(missing)}{hint}")
+    return frame
+
+
+@dataclass(frozen=True)
+class TP2Pair:
+    label: str
+    diff_tp1: float
+    diff_tp2: float
+    gain_tp1: float
+    gain_tp2: float
+
+    @property
+    def ratio(self) -> float:
+        return self.diff_tp2 / self.diff_tp1 if self.diff_tp1 > 0 else math.inf
+
+    @property
+    def passed(self) -> bool:
+        return self.ratio <= MAX_DIFF_RATIO and min(self.gain_tp1, self.gain_tp2) >= MIN_REWARD_GAIN
+
+
+def reward_gain(frame: pd.DataFrame, where: Path) -> float:
+    reward = frame[m.PILOT_METRIC_MEAN].dropna()
+    if len(reward) < 2 * WINDOW:
+        raise ReportError(f"{where}: {len(reward)} steps with a reward, fewer than the {2 * WINDOW} the rule reads")
+    return float(reward.iloc[-WINDOW:].mean() - reward.iloc[:WINDOW].mean())
+
+
+def tp2_pair(label: str, tp1: Path, tp2: Path) -> TP2Pair:
+    frames = [metrics(run, PROBS_DIFF, m.PILOT_METRIC_MEAN) for run in (tp1, tp2)]
+    return TP2Pair(
+        label,
+        diff_tp1=float(frames[0][PROBS_DIFF].mean()),
+        diff_tp2=float(frames[1][PROBS_DIFF].mean()),
+        gain_tp1=reward_gain(frames[0], tp1),
+        gain_tp2=reward_gain(frames[1], tp2),
+    )
+
+
+def tp2_table(pairs: list[TP2Pair]) -> str:
+    lines = [
+        "| runs | probs diff TP 1 | probs diff TP 2 | ratio | reward gain TP 1 | reward gain TP 2 | pass |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in pairs:
+        lines.append(
+            f"| {p.label} | {p.diff_tp1:.4f} | {p.diff_tp2:.4f} | {p.ratio:.2f} | {p.gain_tp1:+.3f} | "
+            f"{p.gain_tp2:+.3f} | {'yes' if p.passed else 'no'} |"
+        )
+    lines.append(
+        f"\nrule: ratio <= {MAX_DIFF_RATIO}; mean reward of the last {WINDOW} steps minus the first {WINDOW} >= "
+        f"{MIN_REWARD_GAIN} at both sizes"
+    )
+    return "\n".join(lines)
+
+
+def reference_problems(run: Path) -> tuple[list[str], int]:
+    """(what breaks the reference rule in ``run``, steps read)."""
+    log = run / "log.txt"
+    if not log.is_file():
+        raise ReportError(f"{log}: no such file")
+    frame = metrics(run, GRAD_NORM, m.PPO_MINI_BATCHES, m.OPTIMIZER_STEPS, m.PARTIAL_MINI_BATCH_WEIGHT)
+    # Training steps only: a validation before training logs a step 0 without an update. A NaN grad norm may be
+    # written as null, which reads as missing: both count as not finite.
+    frame = frame[frame[m.PPO_MINI_BATCHES].notna()]
+    problems = [] if len(frame) else [f"{run / 'metrics.jsonl'}: no training step"]
+    lines = [match.group("text") for match in UPDATE_LINE.finditer(log.read_text(errors="replace"))]
+    if not lines:
+        problems.append(f"{log}: no 'update:' line (the trainer logs it at start-up)")
+    for text in lines[:1]:
+        for want in REFERENCE_UPDATE:
+            if want not in text:
+                problems.append(f"{log}: the update line lacks '{want}': {text}")
+    infinite = frame.index[~frame[GRAD_NORM].map(math.isfinite)].tolist()
+    if infinite:
+        problems.append(f"{GRAD_NORM} is not finite at steps {infinite}")
+    unequal = frame.index[frame[m.PPO_MINI_BATCHES] != frame[m.OPTIMIZER_STEPS]].tolist()
+    if unequal:
+        problems.append(f"optimizer steps differ from PPO mini-batches at steps {unequal}")
+    whole = frame.index[frame[m.PARTIAL_MINI_BATCH_WEIGHT] >= 1].tolist()
+    if whole:
+        problems.append(f"no partial mini-batch weighted below 1 at steps {whole}")
+    return problems, len(frame)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m recipe.pc_tools.gpu_check", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="check", required=True)
+    tp2 = sub.add_parser("tp2", help="trained weights reach rollout TP-2 replicas intact")
+    tp2.add_argument("--pair", nargs=3, action="append", required=True, metavar=("LABEL", "TP1_RUN", "TP2_RUN"))
+    reference = sub.add_parser("reference", help="the reference preset's update ran as the authors' did")
+    reference.add_argument("run", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if args.check == "tp2":
+            pairs = [tp2_pair(label, Path(tp1), Path(tp2)) for label, tp1, tp2 in args.pair]
+            print(tp2_table(pairs))
+            return 0 if all(p.passed for p in pairs) else 1
+        problems, steps = reference_problems(args.run)
+    except ReportError as err:
+        print(f"gpu_check: {err}", file=sys.stderr)
+        return 2
+    for problem in problems:
+        print(f"fail: {problem}")
+    print(f"{args.run}: {steps} steps read, {'fail' if problems else 'pass'}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

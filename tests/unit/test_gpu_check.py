@@ -1,0 +1,116 @@
+"""recipe.pc_tools.gpu_check on synthetic logs whose verdict is known."""
+
+import json
+import math
+
+import pytest
+
+from recipe.pc_tools import gpu_check
+from recipe.pc_tools.gpu_check import PROBS_DIFF, REFERENCE_UPDATE, main
+
+REWARD = "pilot_stats/metric_mean"
+
+
+def write_run(folder, rows, log=""):
+    """``rows``: one dict of metrics a step, from step 1; written as verl's file logger does."""
+    folder.mkdir(parents=True)
+    with open(folder / "metrics.jsonl", "w") as f:
+        for step, data in enumerate(rows, start=1):
+            f.write(json.dumps({"step": step, "data": data}) + "\n")
+    (folder / "log.txt").write_text(log)
+    return str(folder)
+
+
+def tp2_run(folder, diff, rewards):
+    return write_run(folder, [{PROBS_DIFF: diff, REWARD: r} for r in rewards])
+
+
+RISING = [0.2 + 0.03 * i for i in range(12)]  # first five average 0.26, last five 0.47: a gain of 0.21
+FLAT = [0.3] * 12
+
+
+@pytest.mark.parametrize(
+    "diff_tp2, rewards_tp2, code",
+    [(0.014, RISING, 0), (0.016, RISING, 1), (0.010, FLAT, 1)],
+    ids=["within_both_rules", "diff_ratio_1.6", "no_learning_at_tp2"],
+)
+def test_tp2_passes_only_within_the_ratio_and_with_the_reward_gain(tmp_path, capsys, diff_tp2, rewards_tp2, code):
+    tp1 = tp2_run(tmp_path / "tp1", 0.010, RISING)
+    tp2 = tp2_run(tmp_path / "tp2", diff_tp2, rewards_tp2)
+    assert main(["tp2", "--pair", "pc", tp1, tp2]) == code
+    row = capsys.readouterr().out.splitlines()[2]
+    gain = 0.21 if rewards_tp2 is RISING else 0.0
+    verdict = "no" if code else "yes"
+    assert row == f"| pc | 0.0100 | {diff_tp2:.4f} | {diff_tp2 / 0.01:.2f} | +0.210 | {gain:+.3f} | {verdict} |"
+
+
+def test_tp2_reads_the_reward_of_the_first_and_last_five_steps():
+    rewards = [0.0] * 5 + [9.0] * 3 + [0.25] * 5  # the middle steps do not count
+    frame = gpu_check.pd.DataFrame({REWARD: rewards}, index=range(1, 14))
+    assert gpu_check.reward_gain(frame, "run") == pytest.approx(0.25)
+
+
+def test_tp2_names_the_missing_metric_and_the_key_that_logs_it(tmp_path, capsys):
+    tp1 = write_run(tmp_path / "tp1", [{REWARD: r} for r in RISING])
+    tp2 = tp2_run(tmp_path / "tp2", 0.01, RISING)
+    assert main(["tp2", "--pair", "grpo", tp1, tp2]) == 2
+    assert capsys.readouterr().err == (
+        f"gpu_check: {tmp_path / 'tp1' / 'metrics.jsonl'}: no {PROBS_DIFF} "
+        "(log it with actor_rollout_ref.rollout.calculate_log_probs=true)\n"
+    )
+    short = tp2_run(tmp_path / "short", 0.01, RISING[:9])
+    assert main(["tp2", "--pair", "grpo", tp2, short]) == 2
+    assert "9 steps with a reward, fewer than the 10 the rule reads" in capsys.readouterr().err
+
+
+UPDATE = (
+    "INFO update: pilot_commit, policy loss pc_reference (token-mean), 64 rows a step in reference row order over 2 "
+    "ranks, mini-batches of 6 rows (rollout_n), a partial last mini-batch of 2 rows a rank\n"
+)
+
+
+def reference_rows(change=None, steps=4):
+    rows = [
+        {
+            "actor/grad_norm": 1.5,
+            "training/ppo_mini_batches": 6,
+            "training/optimizer_steps": 6,
+            "training/partial_mini_batch_weight": 1 / 3,
+        }
+        for _ in range(steps)
+    ]
+    for (step, key), value in (change or {}).items():
+        rows[step - 1][key] = value
+    return rows
+
+
+def test_reference_passes_a_log_that_ran_the_authors_update(tmp_path, capsys):
+    rows = [{"val-core/arith/acc/mean@4": 0.2}] + reference_rows()  # step 1 is a validation without an update
+    run = write_run(tmp_path / "ref", rows, log="loading\n" + UPDATE)
+    assert all(words in UPDATE for words in REFERENCE_UPDATE)
+    assert main(["reference", run]) == 0
+    assert capsys.readouterr().out == f"{run}: 4 steps read, pass\n"
+
+
+@pytest.mark.parametrize(
+    "change, log, problem",
+    [
+        ({(2, "actor/grad_norm"): None}, UPDATE, "actor/grad_norm is not finite at steps [2]"),
+        ({(3, "actor/grad_norm"): math.inf}, UPDATE, "actor/grad_norm is not finite at steps [3]"),
+        ({(1, "training/optimizer_steps"): 5}, UPDATE, "optimizer steps differ from PPO mini-batches at steps [1]"),
+        (
+            {(4, "training/partial_mini_batch_weight"): 1.0},
+            UPDATE,
+            "no partial mini-batch weighted below 1 at steps [4]",
+        ),
+        ({}, UPDATE.replace("pc_reference", "vanilla"), "the update line lacks 'policy loss pc_reference'"),
+        ({}, UPDATE.replace("reference row", "verl row"), "the update line lacks 'reference row order'"),
+        ({}, "no such line\n", "no 'update:' line"),
+    ],
+    ids=["null_grad_norm", "inf_grad_norm", "skipped_update", "no_partial", "vanilla_loss", "verl_order", "no_line"],
+)
+def test_reference_fails_on_each_broken_rule(tmp_path, capsys, change, log, problem):
+    run = write_run(tmp_path / "ref", reference_rows(change), log=log)
+    assert main(["reference", run]) == 1
+    out = capsys.readouterr().out
+    assert problem in out and out.endswith("4 steps read, fail\n")
