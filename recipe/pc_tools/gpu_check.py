@@ -2,6 +2,7 @@
 
     python -m recipe.pc_tools.gpu_check tp2 --pair pc RUNS/pc_tp1 RUNS/pc_tp2 --pair grpo RUNS/grpo_tp1 RUNS/grpo_tp2
     python -m recipe.pc_tools.gpu_check reference RUNS/pc_reference
+    python -m recipe.pc_tools.gpu_check two-nodes RUNS/two_nodes
 
 A run is a folder with verl's file-logger ``metrics.jsonl`` and the console's ``log.txt``. Exit status 0: every rule
 holds; 1: a rule fails; 2: a log is missing or lacks a metric the rule needs.
@@ -15,6 +16,11 @@ the first ``WINDOW`` steps' by at least ``MIN_REWARD_GAIN`` at both sizes.
 ``reference``: the reference preset's update ran as the authors' did: the log's ``update:`` line names the
 ``pc_reference`` loss, reference row order and a partial last mini-batch; every step's gradient norm is finite; every
 step ran as many optimizer steps as PPO mini-batches, with the partial one weighted below 1.
+
+``two-nodes``: training across two Ray nodes saves and resumes its whole state. The first phase logged steps 1-4 to
+``metrics_first.jsonl`` and the resumed phase steps 5-6 to ``metrics_resumed.jsonl`` (the paths they configured);
+the resumed count of generated rollouts goes on from step 4's; the console shows the PC state saved at steps 2 and 4
+and, at the resume, the same state as saved at step 4; both phases exited 0.
 """
 
 from __future__ import annotations
@@ -131,6 +137,47 @@ def reference_problems(run: Path) -> tuple[list[str], int]:
     return problems, len(frame)
 
 
+SAVED_AT = re.compile(r"saved PC state at step (\d+): (.*)$", re.M)
+RESUMED_AT = re.compile(r"resumed PC state at step (\d+): (.*)$", re.M)
+PHASES = {"first": [1, 2, 3, 4], "resumed": [5, 6]}
+
+
+def two_nodes_problems(run: Path) -> tuple[list[str], int]:
+    """(what breaks the two-node rule in ``run``, steps read)."""
+    log = run / "log.txt"
+    if not log.is_file():
+        raise ReportError(f"{log}: no such file")
+    text = log.read_text(errors="replace")
+    problems, frames = [], {}
+    for phase, want in PHASES.items():
+        path = run / f"metrics_{phase}.jsonl"
+        if not path.is_file():
+            problems.append(f"{path}: no such file (the metrics did not reach the configured path)")
+            continue
+        frame = load_run(path)
+        frames[phase] = frame = frame[frame.get(m.ROLLOUTS_SAMPLED, pd.Series(dtype=float)).notna()]
+        if frame.index.tolist() != want:
+            problems.append(f"{path}: training steps {frame.index.tolist()}, not {want}")
+        if f"{phase}: head exit code 0" not in text:
+            problems.append(f"{log}: no '{phase}: head exit code 0'")
+    if len(frames) == 2 and 4 in frames["first"].index and 5 in frames["resumed"].index:
+        before, after = frames["first"].loc[4], frames["resumed"].loc[5]
+        if after[m.CUMULATIVE_SAMPLED] != before[m.CUMULATIVE_SAMPLED] + after[m.ROLLOUTS_SAMPLED]:
+            problems.append(
+                f"generated rollouts did not go on from step 4 ({before[m.CUMULATIVE_SAMPLED]:.0f}): step 5 logged "
+                f"{after[m.CUMULATIVE_SAMPLED]:.0f} in all, {after[m.ROLLOUTS_SAMPLED]:.0f} of them its own"
+            )
+    saved, resumed = dict(SAVED_AT.findall(text)), RESUMED_AT.findall(text)
+    missing = [step for step in ("2", "4") if step not in saved]
+    if missing:
+        problems.append(f"{log}: no 'saved PC state' line at step(s) {', '.join(missing)}")
+    if [step for step, _ in resumed] != ["4"]:
+        problems.append(f"{log}: 'resumed PC state' at steps {[step for step, _ in resumed]}, not once at 4")
+    elif "4" in saved and resumed[0][1] != saved["4"]:
+        problems.append(f"the state resumed at step 4 ({resumed[0][1]}) is not the one saved ({saved['4']})")
+    return problems, sum(len(f) for f in frames.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m recipe.pc_tools.gpu_check", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="check", required=True)
@@ -138,13 +185,16 @@ def main(argv: list[str] | None = None) -> int:
     tp2.add_argument("--pair", nargs=3, action="append", required=True, metavar=("LABEL", "TP1_RUN", "TP2_RUN"))
     reference = sub.add_parser("reference", help="the reference preset's update ran as the authors' did")
     reference.add_argument("run", type=Path)
+    two_nodes = sub.add_parser("two-nodes", help="training across two Ray nodes saves and resumes its whole state")
+    two_nodes.add_argument("run", type=Path)
     args = parser.parse_args(argv)
     try:
         if args.check == "tp2":
             pairs = [tp2_pair(label, Path(tp1), Path(tp2)) for label, tp1, tp2 in args.pair]
             print(tp2_table(pairs))
             return 0 if all(p.passed for p in pairs) else 1
-        problems, steps = reference_problems(args.run)
+        read = reference_problems if args.check == "reference" else two_nodes_problems
+        problems, steps = read(args.run)
     except ReportError as err:
         print(f"gpu_check: {err}", file=sys.stderr)
         return 2

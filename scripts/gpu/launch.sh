@@ -8,6 +8,7 @@
 #   bash scripts/gpu/launch.sh tp2 NAME  # the rollout-TP-2 GRPO check alone, logs under /tmp/runs/NAME/
 #   bash scripts/gpu/launch.sh tp2-learn # PC and GRPO at rollout TP 2 and TP 1 on a model that learns (4 GPUs)
 #   bash scripts/gpu/launch.sh reference # the reference preset's update at data-parallel 2 (GPUs 0 and 1)
+#   bash scripts/gpu/launch.sh two-nodes # two Ray nodes on GPUs 0 and 1: 4 steps, then a resume to step 6
 #   bash scripts/gpu/launch.sh batch docs/results/regimes/batch3.txt [NAME...]  # a regime batch file (or its
 #                                            named lines), run i on GPU i mod the GPU count (GPUS="3" or "0 2": cycle
 #                                            over those GPUs only); batch-plan lists them
@@ -48,7 +49,7 @@ run() {
   sleep "$STAGGER"
 }
 
-case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | tp2 | tp2-learn | reference | stop WHY NAME... | collect}" in
+case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | tp2 | tp2-learn | reference | two-nodes | stop WHY NAME... | collect}" in
   setup)
     python3 "${SMOLLM2_TO_HF:-/tmp/smollm2_to_hf.py}" "$M" --gguf /tmp/smollm2.gguf --tiny "$TINY"
     # SmolLM2's 9 query and 3 key-value heads do not split over 2 GPUs; zero heads added make 12 and 4.
@@ -164,6 +165,12 @@ case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | t
       bash train_scripts/smoke_1gpu.sh $micro trainer.n_gpus_per_node=2 algorithm.exploration.n=2 \
       actor_rollout_ref.rollout.n=6 actor_rollout_ref.actor.ppo_mini_batch_size=2
     ;;
+  two-nodes)
+    # Read it with: python -m recipe.pc_tools.gpu_check two-nodes $RUNS/two_nodes
+    mkdir -p $RUNS
+    micro="actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4"
+    CPUS=14 STAGGER=1 RETRY="" run two_nodes 0,1 bash scripts/gpu/two_nodes.sh $M $D/smoke $micro
+    ;;
   checks)
     # The multi-GPU checks. verl asks 3 Ray CPUs per GPU (CPUS=14 for 4 GPUs); the micro-batch sizes must divide
     # each rank's rows (verl/workers/engine/utils.py prepare_micro_batches), so 4 here; engines that start on one
@@ -173,7 +180,8 @@ case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | t
     micro="actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4"
     micro="$micro actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"
     # Two Ray nodes on this host (head on GPU 0, worker on GPU 1), started by ray_cluster.sh.
-    run two_nodes 0,1 bash scripts/gpu/two_nodes.sh $M $D/smoke $micro
+    # Not restarted by retry_start.sh: a restart of the second phase would run the first again.
+    RETRY="" run two_nodes 0,1 bash scripts/gpu/two_nodes.sh $M $D/smoke $micro
     # Data-parallel 4 with a generation batch that needs padding (3 agent workers, 15 pilot prompts).
     run pc_dp4 0,1,2,3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=5 bash train_scripts/smoke_1gpu.sh $micro \
       trainer.n_gpus_per_node=4 actor_rollout_ref.rollout.agent.num_workers=3 data.gen_batch_size=15

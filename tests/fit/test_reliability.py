@@ -1,6 +1,7 @@
 """Resume, epoch boundaries, too-hard data and bad input, through the real fit() loop."""
 
 import os
+import re
 
 import numpy as np
 import pandas as pd
@@ -250,8 +251,9 @@ def test_a_prompt_committed_in_a_round_is_not_queued_again_by_its_own_new_pilot(
 
 
 @pytest.mark.parametrize("carry", [True, False])
-def test_resume_from_every_step_across_an_epoch_boundary_with_evictions(tmp_path, tokenizer, carry):
+def test_resume_from_every_step_across_an_epoch_boundary_with_evictions(tmp_path, tokenizer, carry, caplog):
     """Catches: any PC state (eviction set, buffer, counters, epoch, dataloader position) not restored."""
+    caplog.set_level("INFO", logger="recipe.pc")
     steps = 7
     extra = ["trainer.save_freq=1", f"algorithm.carry_over_epoch={str(carry).lower()}"]
     extra.append(f"trainer.total_training_steps={steps}")
@@ -265,6 +267,7 @@ def test_resume_from_every_step_across_an_epoch_boundary_with_evictions(tmp_path
         "training/num_evicted_prompts",
     ]
     full = fit_run(tmp_path / "full", tokenizer, extra)
+    saved = dict(re.findall(r"saved PC state at step (\d+): (.*)", caplog.text))
     evicted_at = [s["training/num_evicted_prompts"] for s in full.steps]
     assert evicted_at[0] == 0 < evicted_at[-1], "the run must cross an epoch boundary that evicts prompts"
     for cut in range(1, steps):
@@ -275,6 +278,9 @@ def test_resume_from_every_step_across_an_epoch_boundary_with_evictions(tmp_path
         assert got == [[s[k] for k in keys] for s in full.steps[cut:]], f"counters differ after step {cut}"
         assert resumed.trainer.train_dataset.evicted_ids == full.trainer.train_dataset.evicted_ids
         assert resumed.trainer._pc_state_summary() == full.trainer._pc_state_summary()
+        # The console line at the resume repeats the one at the save (a GPU log is read for this).
+        resumed_line = re.findall(rf"resumed PC state at step {cut}: (.*)", caplog.text)
+        assert resumed_line == [saved[str(cut)]], cut
 
 
 def test_rounds_of_a_partial_batch_dropped_at_an_epoch_end_are_still_logged(tmp_path, tokenizer):

@@ -114,3 +114,59 @@ def test_reference_fails_on_each_broken_rule(tmp_path, capsys, change, log, prob
     assert main(["reference", run]) == 1
     out = capsys.readouterr().out
     assert problem in out and out.endswith("4 steps read, fail\n")
+
+
+SAMPLED, CUMULATIVE = "rollout_stats/num_rollouts_sample", "rollout_stats/cumulative_rollouts_sample"
+TWO_NODES_LOG = """(TaskRunner pid=7) INFO recipe.pc.checkpointing: saved PC state at step 2: buffer 3, evicted 0
+(TaskRunner pid=7) INFO recipe.pc.checkpointing: saved PC state at step 4: buffer 8, evicted 3
+first: head exit code 0
+(TaskRunner pid=9) INFO recipe.pc.checkpointing: resumed PC state at step 4: buffer 8, evicted 3
+(TaskRunner pid=9) INFO recipe.pc.checkpointing: saved PC state at step 6: buffer 5, evicted 3
+resumed: head exit code 0
+"""
+
+
+def two_nodes_run(folder, resumed_from=400, log=TWO_NODES_LOG, phases=("first", "resumed")):
+    folder.mkdir()
+    (folder / "log.txt").write_text(log)
+    steps = {"first": range(1, 5), "resumed": range(5, 7)}
+    for phase in phases:
+        with open(folder / f"metrics_{phase}.jsonl", "w") as f:
+            start = 0 if phase == "first" else resumed_from - 400
+            if phase == "first":  # a validation before training: a step 0 that trains nothing
+                f.write(json.dumps({"step": 0, "data": {"val-core/arith/acc/mean@4": 0.1}}) + "\n")
+            for step in steps[phase]:
+                data = {SAMPLED: 100, CUMULATIVE: start + 100 * step}
+                f.write(json.dumps({"step": step, "data": data}) + "\n")
+    return str(folder)
+
+
+def test_two_nodes_passes_a_run_that_resumed_its_whole_state(tmp_path, capsys):
+    run = two_nodes_run(tmp_path / "two")
+    assert main(["two-nodes", run]) == 0
+    assert capsys.readouterr().out == f"{run}: 6 steps read, pass\n"
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        (dict(resumed_from=0), "generated rollouts did not go on from step 4 (400): step 5 logged 100 in all"),
+        (dict(phases=("first",)), "metrics_resumed.jsonl: no such file (the metrics did not reach the configured"),
+        (
+            dict(log=TWO_NODES_LOG.replace("saved PC state at step 4: buffer 8", "saved PC state at step 4: buffer 9")),
+            "the state resumed at step 4 (buffer 8, evicted 3) is not the one saved (buffer 9, evicted 3)",
+        ),
+        (dict(log=TWO_NODES_LOG.replace("resumed PC state at step 4", "nothing")), "'resumed PC state' at steps []"),
+        (
+            dict(log=TWO_NODES_LOG.replace("resumed: head exit code 0", "resumed: head exit code 1")),
+            "no 'resumed: head exit code 0'",
+        ),
+        (dict(log=TWO_NODES_LOG.replace("at step 2", "at step 3")), "no 'saved PC state' line at step(s) 2"),
+    ],
+    ids=["counters_restarted", "metrics_elsewhere", "state_differs", "not_resumed", "failed_exit", "no_save_at_2"],
+)
+def test_two_nodes_fails_on_each_broken_rule(tmp_path, capsys, change, problem):
+    run = two_nodes_run(tmp_path / "two", **change)
+    assert main(["two-nodes", run]) == 1
+    out = capsys.readouterr().out
+    assert problem in out and out.endswith("steps read, fail\n"), out
