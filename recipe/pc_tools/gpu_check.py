@@ -2,10 +2,11 @@
 
     python -m recipe.pc_tools.gpu_check tp2 --pair pc RUNS/pc_tp1 RUNS/pc_tp2 --pair grpo RUNS/grpo_tp1 RUNS/grpo_tp2
     python -m recipe.pc_tools.gpu_check reference RUNS/pc_reference
-    python -m recipe.pc_tools.gpu_check two-nodes RUNS/two_nodes
+    python -m recipe.pc_tools.gpu_check resume RUNS/two_nodes
 
-A run is a folder with verl's file-logger ``metrics.jsonl`` and the console's ``log.txt``. Exit status 0: every rule
-holds; 1: a rule fails; 2: a log is missing or lacks a metric the rule needs.
+A run is a folder with verl's file-logger ``metrics.jsonl`` (or one file a phase, ``metrics_first.jsonl`` and
+``metrics_resumed.jsonl``) and the console's ``log.txt``. Exit status 0: every rule holds; 1: a rule fails; 2: a log
+is missing or lacks a metric the rule needs.
 
 ``tp2``: trained weights reach rollout tensor-parallel-2 replicas intact. For each pair of runs that differ only in
 the rollout's tensor-parallel size, the mean of ``training/rollout_probs_diff_mean`` (verl's rollout-against-actor
@@ -17,7 +18,8 @@ the first ``WINDOW`` steps' by at least ``MIN_REWARD_GAIN`` at both sizes.
 ``pc_reference`` loss, reference row order and a partial last mini-batch; every step's gradient norm is finite; every
 step ran as many optimizer steps as PPO mini-batches, with the partial one weighted below 1.
 
-``two-nodes``: training across two Ray nodes saves and resumes its whole state. The first phase logged steps 1-4 to
+``resume``: a run saves and resumes its whole state (across two Ray nodes, or at data-parallel 8). The first phase
+logged steps 1-4 to
 ``metrics_first.jsonl`` and the resumed phase steps 5-6 to ``metrics_resumed.jsonl`` (the paths they configured);
 the resumed count of generated rollouts goes on from step 4's; the console shows the PC state saved at steps 2 and 4
 and, at the resume, the same state as saved at step 4; both phases exited 0.
@@ -48,11 +50,17 @@ REFERENCE_UPDATE = ("policy loss pc_reference", "reference row order", "a partia
 
 
 def metrics(run: Path, *needed: str) -> pd.DataFrame:
-    frame = load_run(run / "metrics.jsonl")
+    """The run's metrics: ``metrics.jsonl``, or its phases' files (``metrics_first.jsonl``, ...) one after another."""
+    files = sorted(
+        run.glob("metrics*.jsonl"), key=lambda p: (p.name != "metrics.jsonl", p.name != "metrics_first.jsonl")
+    )
+    if not files:
+        raise ReportError(f"{run}: no metrics*.jsonl")
+    frame = pd.concat([load_run(path) for path in files]).sort_index()
     missing = [name for name in needed if name not in frame.columns]
     if missing:
         hint = " (log it with actor_rollout_ref.rollout.calculate_log_probs=true)" if PROBS_DIFF in missing else ""
-        raise ReportError(f"{run / 'metrics.jsonl'}: no {', '.join(missing)}{hint}")
+        raise ReportError(f"{files[0]}: no {', '.join(missing)}{hint}")
     return frame
 
 
@@ -117,7 +125,7 @@ def reference_problems(run: Path) -> tuple[list[str], int]:
     # Training steps only: a validation before training logs a step 0 without an update. A NaN grad norm may be
     # written as null, which reads as missing: both count as not finite.
     frame = frame[frame[m.PPO_MINI_BATCHES].notna()]
-    problems = [] if len(frame) else [f"{run / 'metrics.jsonl'}: no training step"]
+    problems = [] if len(frame) else [f"{run}: no training step"]
     lines = [match.group("text") for match in UPDATE_LINE.finditer(log.read_text(errors="replace"))]
     if not lines:
         problems.append(f"{log}: no 'update:' line (the trainer logs it at start-up)")
@@ -142,8 +150,8 @@ RESUMED_AT = re.compile(r"resumed PC state at step (\d+): (.*)$", re.M)
 PHASES = {"first": [1, 2, 3, 4], "resumed": [5, 6]}
 
 
-def two_nodes_problems(run: Path) -> tuple[list[str], int]:
-    """(what breaks the two-node rule in ``run``, steps read)."""
+def resume_problems(run: Path) -> tuple[list[str], int]:
+    """(what breaks the resume rule in ``run``, steps read)."""
     log = run / "log.txt"
     if not log.is_file():
         raise ReportError(f"{log}: no such file")
@@ -158,8 +166,8 @@ def two_nodes_problems(run: Path) -> tuple[list[str], int]:
         frames[phase] = frame = frame[frame.get(m.ROLLOUTS_SAMPLED, pd.Series(dtype=float)).notna()]
         if frame.index.tolist() != want:
             problems.append(f"{path}: training steps {frame.index.tolist()}, not {want}")
-        if f"{phase}: head exit code 0" not in text:
-            problems.append(f"{log}: no '{phase}: head exit code 0'")
+        if f"{phase}: exit code 0" not in text:
+            problems.append(f"{log}: no '{phase}: exit code 0'")
     if len(frames) == 2 and 4 in frames["first"].index and 5 in frames["resumed"].index:
         before, after = frames["first"].loc[4], frames["resumed"].loc[5]
         if after[m.CUMULATIVE_SAMPLED] != before[m.CUMULATIVE_SAMPLED] + after[m.ROLLOUTS_SAMPLED]:
@@ -185,15 +193,15 @@ def main(argv: list[str] | None = None) -> int:
     tp2.add_argument("--pair", nargs=3, action="append", required=True, metavar=("LABEL", "TP1_RUN", "TP2_RUN"))
     reference = sub.add_parser("reference", help="the reference preset's update ran as the authors' did")
     reference.add_argument("run", type=Path)
-    two_nodes = sub.add_parser("two-nodes", help="training across two Ray nodes saves and resumes its whole state")
-    two_nodes.add_argument("run", type=Path)
+    resume = sub.add_parser("resume", help="a run in two phases saved and resumed its whole state")
+    resume.add_argument("run", type=Path)
     args = parser.parse_args(argv)
     try:
         if args.check == "tp2":
             pairs = [tp2_pair(label, Path(tp1), Path(tp2)) for label, tp1, tp2 in args.pair]
             print(tp2_table(pairs))
             return 0 if all(p.passed for p in pairs) else 1
-        read = reference_problems if args.check == "reference" else two_nodes_problems
+        read = reference_problems if args.check == "reference" else resume_problems
         problems, steps = read(args.run)
     except ReportError as err:
         print(f"gpu_check: {err}", file=sys.stderr)

@@ -9,6 +9,7 @@
 #   bash scripts/gpu/launch.sh tp2-learn # PC and GRPO at rollout TP 2 and TP 1 on a model that learns (4 GPUs)
 #   bash scripts/gpu/launch.sh reference # the reference preset's update at data-parallel 2 (GPUs 0 and 1)
 #   bash scripts/gpu/launch.sh two-nodes # two Ray nodes on GPUs 0 and 1: 4 steps, then a resume to step 6
+#   bash scripts/gpu/launch.sh dp8       # a paper script at data-parallel 8, reference preset, scaled down (8 GPUs)
 #   bash scripts/gpu/launch.sh batch docs/results/regimes/batch3.txt [NAME...]  # a regime batch file (or its
 #                                            named lines), run i on GPU i mod the GPU count (GPUS="3" or "0 2": cycle
 #                                            over those GPUs only); batch-plan lists them
@@ -49,7 +50,7 @@ run() {
   sleep "$STAGGER"
 }
 
-case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | tp2 | tp2-learn | reference | two-nodes | stop WHY NAME... | collect}" in
+case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | tp2 | tp2-learn | reference | two-nodes | dp8 | stop WHY NAME... | collect}" in
   setup)
     python3 "${SMOLLM2_TO_HF:-/tmp/smollm2_to_hf.py}" "$M" --gguf /tmp/smollm2.gguf --tiny "$TINY"
     # SmolLM2's 9 query and 3 key-value heads do not split over 2 GPUs; zero heads added make 12 and 4.
@@ -166,10 +167,32 @@ case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | t
       actor_rollout_ref.rollout.n=6 actor_rollout_ref.actor.ppo_mini_batch_size=2
     ;;
   two-nodes)
-    # Read it with: python -m recipe.pc_tools.gpu_check two-nodes $RUNS/two_nodes
+    # Read it with: python -m recipe.pc_tools.gpu_check resume $RUNS/two_nodes
     mkdir -p $RUNS
     micro="actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4"
     CPUS=14 STAGGER=1 RETRY="" run two_nodes 0,1 bash scripts/gpu/two_nodes.sh $M $D/smoke $micro
+    ;;
+  dp8)
+    # The 4B paper script at data-parallel 8 with the reference preset, scaled down by overrides only: SmolLM2 on the
+    # calibrated mix, 16 prompts a step (the paper's 128 : 32 : 384 as 16 : 4 : 48), so each rank's 128 rows are 5
+    # mini-batches of 24 and a partial one of 8, as at the paper's 32 ranks. 4 steps with a checkpoint every 2, then
+    # the same command resumes to step 6. Read it with
+    #   python -m recipe.pc_tools.gpu_check reference $RUNS/pc_dp8 && python -m recipe.pc_tools.gpu_check resume $RUNS/pc_dp8
+    mkdir -p $RUNS
+    small="data.train_files=$D/calibrated/train.parquet data.val_files=$D/calibrated/test.parquet"
+    small="$small data.train_batch_size=16 data.gen_batch_size=48 actor_rollout_ref.actor.ppo_mini_batch_size=4"
+    small="$small data.max_response_length=256"
+    small="$small reward.custom_reward_function.path=pkg://recipe.pc.rewards.last_integer"
+    small="$small actor_rollout_ref.model.use_remove_padding=false +actor_rollout_ref.model.override_config.attn_implementation=sdpa"
+    small="$small actor_rollout_ref.rollout.gpu_memory_utilization=0.3 trainer.logger=[console,file]"
+    small="$small trainer.val_before_train=false trainer.test_freq=-1 trainer.save_freq=2"
+    small="$small trainer.default_local_dir=$RUNS/pc_dp8/checkpoints"
+    phase() {  # NAME STEPS RESUME_MODE: one run of the script, then its exit code on the console
+      echo "VERL_FILE_LOGGER_PATH=$RUNS/pc_dp8/metrics_$1.jsonl NNODES=1 NGPUS_PER_NODE=8 MODEL_PATH=$M PRESET=reference" \
+        "bash train_scripts/pc_qwen3-4b_p16c48.sh $small trainer.total_training_steps=$2 trainer.resume_mode=$3;" \
+        "echo $1: exit code \$?"
+    }
+    CPUS=30 STAGGER=1 RETRY="" run pc_dp8 0,1,2,3,4,5,6,7 "$(phase first 4 disable); $(phase resumed 6 auto)"
     ;;
   checks)
     # The multi-GPU checks. verl asks 3 Ray CPUs per GPU (CPUS=14 for 4 GPUs); the micro-batch sizes must divide

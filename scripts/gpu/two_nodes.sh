@@ -4,7 +4,7 @@
 # trainer.n_gpus_per_node=1. Twice: 4 steps with a checkpoint every 2, then a fresh pair of nodes that resumes from
 # step 4 and trains to step 6. Each phase writes its metrics to the path it configures (metrics_first.jsonl,
 # metrics_resumed.jsonl under OUT_DIR), and the console shows the PC state summaries at each save and at the resume.
-# Read it with: python -m recipe.pc_tools.gpu_check two-nodes OUT_DIR
+# Read it with: python -m recipe.pc_tools.gpu_check resume OUT_DIR
 set -uo pipefail
 MODEL=$1 DATA=$2
 shift 2
@@ -22,7 +22,7 @@ across_two_nodes() {
     bash train_scripts/ray_cluster.sh head train_scripts/smoke_1gpu.sh \
     trainer.nnodes=2 trainer.n_gpus_per_node=1 ray_kwargs.ray_init.num_cpus=null trainer.save_freq=2 "$@"
   rc=$?
-  echo "$phase: head exit code $rc"
+  echo "$phase: exit code $rc"
   RAY_TMP=/tmp/rc_worker_$phase bash train_scripts/ray_cluster.sh stop
   return "$rc"
 }

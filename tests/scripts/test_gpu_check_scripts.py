@@ -359,3 +359,37 @@ def test_reference_check_runs_the_reference_update_with_a_partial_mini_batch_on_
     assert config.algorithm.row_order == "reference" and config.trainer.n_gpus_per_node == 2
     plan = mini_batch_plan(PCSettings.from_config(config), 2, config.actor_rollout_ref.actor.ppo_mini_batch_size)
     assert (plan.full, plan.partial_rows, plan.mini_rows_per_rank) == (5, 2, 6)  # 32 rows a rank: 5 x 6 + 2
+
+
+def test_dp8_runs_the_paper_script_scaled_by_overrides_with_the_paper_mini_batch_shape(tmp_path):
+    from support import dry_run, stand_in_model, write_parquet_rows
+
+    from recipe.pc.minibatch import mini_batch_plan
+    from recipe.pc.settings import PCSettings
+
+    out = subprocess.run(["bash", LAUNCH, "dp8"], env={**os.environ, "DRY_RUN": "1"}, capture_output=True, text=True)
+    head, _, command = out.stdout.strip().partition(": ")
+    assert head == "start pc_dp8 on GPUs 0,1,2,3,4,5,6,7", out.stderr
+    phases = [part for part in command.split("; ") if " bash " in part]
+    assert len(phases) == 2 and "echo first: exit code $?" in command and command.endswith("echo resumed: exit code $?")
+    for name in ("train", "test"):
+        write_parquet_rows(tmp_path / "data" / f"{name}.parquet")
+    model = stand_in_model(tmp_path / "model")
+    for phase, (steps, mode) in zip(("first", "resumed"), ((4, "disable"), (6, "auto")), strict=True):
+        words = phases.pop(0).replace("/tmp/data/calibrated", str(tmp_path / "data")).split()
+        at = words.index("bash")
+        env = dict(w.split("=", 1) for w in words[:at])
+        assert env["VERL_FILE_LOGGER_PATH"] == f"/tmp/runs/pc_dp8/metrics_{phase}.jsonl"
+        assert words[at + 1] == "train_scripts/pc_qwen3-4b_p16c48.sh"
+        env.update(MODEL_PATH=model)
+        (tmp_path / phase).mkdir()
+        run = dry_run("pc_qwen3-4b_p16c48.sh", tmp_path / phase, *words[at + 2 :], **env)
+        assert run.problems == [], run.problems
+        config = run.resolved()
+        assert (config.trainer.nnodes, config.trainer.n_gpus_per_node) == (1, 8)
+        assert config.data.max_response_length == 256  # the override, after the script's own 4096
+        assert (config.trainer.total_training_steps, config.trainer.resume_mode) == (steps, mode)
+        assert config.actor_rollout_ref.actor.policy_loss.loss_mode == "pc_reference"
+        plan = mini_batch_plan(PCSettings.from_config(config), 8, config.actor_rollout_ref.actor.ppo_mini_batch_size)
+        # The paper's 4B shape at 32 ranks, 256 rows a rank = 5 x 48 + 16, scaled to 8 ranks: 128 = 5 x 24 + 8.
+        assert (plan.rows_per_rank, plan.full, plan.mini_rows_per_rank, plan.partial_rows) == (128, 5, 24, 8)

@@ -119,10 +119,10 @@ def test_reference_fails_on_each_broken_rule(tmp_path, capsys, change, log, prob
 SAMPLED, CUMULATIVE = "rollout_stats/num_rollouts_sample", "rollout_stats/cumulative_rollouts_sample"
 TWO_NODES_LOG = """(TaskRunner pid=7) INFO recipe.pc.checkpointing: saved PC state at step 2: buffer 3, evicted 0
 (TaskRunner pid=7) INFO recipe.pc.checkpointing: saved PC state at step 4: buffer 8, evicted 3
-first: head exit code 0
+first: exit code 0
 (TaskRunner pid=9) INFO recipe.pc.checkpointing: resumed PC state at step 4: buffer 8, evicted 3
 (TaskRunner pid=9) INFO recipe.pc.checkpointing: saved PC state at step 6: buffer 5, evicted 3
-resumed: head exit code 0
+resumed: exit code 0
 """
 
 
@@ -141,9 +141,9 @@ def two_nodes_run(folder, resumed_from=400, log=TWO_NODES_LOG, phases=("first", 
     return str(folder)
 
 
-def test_two_nodes_passes_a_run_that_resumed_its_whole_state(tmp_path, capsys):
+def test_resume_passes_a_run_that_resumed_its_whole_state(tmp_path, capsys):
     run = two_nodes_run(tmp_path / "two")
-    assert main(["two-nodes", run]) == 0
+    assert main(["resume", run]) == 0
     assert capsys.readouterr().out == f"{run}: 6 steps read, pass\n"
 
 
@@ -158,15 +158,15 @@ def test_two_nodes_passes_a_run_that_resumed_its_whole_state(tmp_path, capsys):
         ),
         (dict(log=TWO_NODES_LOG.replace("resumed PC state at step 4", "nothing")), "'resumed PC state' at steps []"),
         (
-            dict(log=TWO_NODES_LOG.replace("resumed: head exit code 0", "resumed: head exit code 1")),
-            "no 'resumed: head exit code 0'",
+            dict(log=TWO_NODES_LOG.replace("resumed: exit code 0", "resumed: exit code 1")),
+            "no 'resumed: exit code 0'",
         ),
         (dict(log=TWO_NODES_LOG.replace("at step 2", "at step 3")), "no 'saved PC state' line at step(s) 2"),
     ],
     ids=["counters_restarted", "metrics_elsewhere", "state_differs", "not_resumed", "failed_exit", "no_save_at_2"],
 )
-def test_two_nodes_fails_on_each_broken_rule(tmp_path, capsys, change, problem):
+def test_resume_fails_on_each_broken_rule(tmp_path, capsys, change, problem):
     run = two_nodes_run(tmp_path / "two", **change)
-    assert main(["two-nodes", run]) == 1
+    assert main(["resume", run]) == 1
     out = capsys.readouterr().out
     assert problem in out and out.endswith("steps read, fail\n"), out
