@@ -84,6 +84,15 @@ def write_prompt_parquet(path: str, success_probs: list[float], first_id: int = 
 CORRECT_TOKEN, WRONG_TOKEN = 4, 5
 
 
+# The stand-in policy's log-prob of a token: fixed by the token id, shifted by POLICY_DRIFT per weight version, so a
+# row generated under older weights than the actor's differs in verl's rollout/actor probability difference.
+POLICY_DRIFT = 0.001
+
+
+def policy_log_probs(token_ids: torch.Tensor, version: int) -> torch.Tensor:
+    return -0.01 * (token_ids % 7).float() - POLICY_DRIFT * version
+
+
 @dataclass
 class ReplicaState:
     awake: bool = False  # replicas start asleep after init_workers (ray_trainer.py init_workers)
@@ -121,6 +130,8 @@ class StandInAgentLoopManager:
         self.num_workers = int(config.actor_rollout_ref.rollout.agent.num_workers)
         self.prompt_length = int(config.actor_rollout_ref.rollout.prompt_length)
         self.response_length = int(config.actor_rollout_ref.rollout.response_length)
+        # agent_loop.py: the vLLM server returns each token's log-prob when calculate_log_probs (default true).
+        self.calculate_log_probs = bool(config.actor_rollout_ref.rollout.get("calculate_log_probs", False))
         self.default_agent_loop = config.actor_rollout_ref.rollout.agent.default_agent_loop
         self.tokenizer = tokenizer
         self.calls: list[GenerationCall] = []
@@ -192,6 +203,10 @@ class StandInAgentLoopManager:
             else:
                 info = {"score": 1.0 if correct else -1.0, "acc": correct, "pred": truth if correct else "wrong"}
             attention_mask = torch.cat([prompt_mask, response_attn], dim=1)
+            # Padded with 0.0 past the response, as AgentLoopWorker pads response_logprobs.
+            logprobs = None
+            if self.calculate_log_probs:
+                logprobs = policy_log_probs(responses, self.replicas.weight_version) * response_attn
             extra_fields = {
                 # single_turn_agent_loop.py keeps the tool loop's schema; llm_server.py tags the weight version.
                 "turn_scores": [],
@@ -214,6 +229,7 @@ class StandInAgentLoopManager:
                     multi_modal_inputs={},  # _compute_multi_modal_inputs without a processor
                     reward_score=None if self.colocated_rm else float(info["score"]),
                     num_turns=2,
+                    response_logprobs=logprobs,
                     metrics=AgentLoopMetrics(
                         generate_sequences=float(timing_rng.uniform(0.1, 2.0)),
                         compute_score=float(timing_rng.uniform(0.0, 0.1)),
@@ -330,10 +346,15 @@ class StandInActorWorkerGroup:
         return call
 
     @staticmethod
-    def _per_token(data: TensorDict, scale: float) -> torch.Tensor:
+    def _per_token(data: TensorDict, values_of) -> torch.Tensor:
         ids = data["input_ids"]
-        values = -scale * (ids.values() % 7).float()
-        return torch.nested.nested_tensor_from_jagged(values, offsets=ids.offsets())
+        return torch.nested.nested_tensor_from_jagged(values_of(ids.values()), offsets=ids.offsets())
+
+    @property
+    def weight_version(self) -> int:
+        """The step whose update produced the actor's weights: the loaded checkpoint's, plus one a step since."""
+        # loaded_step is set only by load_checkpoint (tests read its absence as "nothing was loaded").
+        return getattr(self, "loaded_step", 0) + sum(c.kind == "update_actor" for c in self.calls)
 
     def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None) -> None:
         os.makedirs(local_path, exist_ok=True)
@@ -353,7 +374,14 @@ class StandInActorWorkerGroup:
         ]
         self._record("compute_log_prob", data, micro_batches_per_rank=micro)
         return tu.get_tensordict(
-            {"log_probs": self._per_token(data, 0.01), "entropy": self._per_token(data, -0.1)},
+            {
+                # Position i holds the log-prob of token i + 1: the engine scores the ids rolled by one over the
+                # packed batch (verl/workers/engine/fsdp/transformer_impl.py, input_ids_rmpad_rolled).
+                "log_probs": self._per_token(
+                    data, lambda ids: policy_log_probs(torch.roll(ids, shifts=-1, dims=0), self.weight_version)
+                ),
+                "entropy": self._per_token(data, lambda ids: 0.1 * (ids % 7).float()),
+            },
             non_tensor_dict={"metrics": {"mfu": 0.0}},
         )
 

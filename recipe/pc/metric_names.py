@@ -22,6 +22,8 @@ ZERO_VARIANCE_GROUP_FRAC = "training/zero_variance_group_frac"
 PPO_MINI_BATCHES = "training/ppo_mini_batches"
 PARTIAL_MINI_BATCH_WEIGHT = "training/partial_mini_batch_weight"
 OPTIMIZER_STEPS = "training/optimizer_steps"
+# verl's rollout/actor probability difference over the rows generated this step (no reused pilots).
+FRESH_PROBS_DIFF = "training/fresh_rollout_probs_diff_mean"
 
 ROLLOUTS_PILOT = "rollout_stats/num_rollouts_sample_explore"
 ROLLOUTS_COMMIT = "rollout_stats/num_rollouts_sample_commit"

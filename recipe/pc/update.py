@@ -34,6 +34,7 @@ from verl.utils.seqlen_balancing import get_seqlen_balanced_partitions, log_seql
 
 from recipe.pc import metric_names as m
 from recipe.pc.allocation import group_stats
+from recipe.pc.generation import ROLLOUT_STEP
 from recipe.pc.minibatch import mini_batch_plan, pad_partial_mini_batch
 
 GDPO_ESTIMATORS = ("gdpo",)
@@ -118,8 +119,13 @@ class UpdateMixin:
         batch = batch.union(old_log_prob)
         if "rollout_log_probs" in batch.batch.keys():
             # Reused pilots' rollout log-probs are from the policy that generated them, up to
-            # buffer_max_off_steps + 1 steps old: the difference measures their staleness too.
+            # buffer_max_off_steps + 1 steps old: verl's difference measures their staleness too. The
+            # difference over this step's rows alone is the rollout engine's mismatch with the actor.
             metrics.update(calculate_debug_metrics(batch))
+            fresh = np.flatnonzero(batch.non_tensor_batch[ROLLOUT_STEP] == self.global_steps)
+            if len(fresh):
+                fresh_metrics = calculate_debug_metrics(batch.select_idxs(fresh))
+                metrics[m.FRESH_PROBS_DIFF] = fresh_metrics["training/rollout_probs_diff_mean"]
         return batch
 
     def _balance_batch(self, batch: DataProto, metrics, logging_prefix="global_seqlen", keep_minibatch=False):

@@ -5,24 +5,27 @@
     python -m recipe.pc_tools.gpu_check resume RUNS/two_nodes
 
 A run is a folder with verl's file-logger ``metrics.jsonl`` (or one file a phase, ``metrics_first.jsonl`` and
-``metrics_resumed.jsonl``) and the console's ``log.txt``. Exit status 0: every rule holds; 1: a rule fails; 2: a log
-is missing or lacks a metric the rule needs.
+``metrics_resumed.jsonl``) and the console's ``log.txt``. Exit status 0: every rule holds; 1: a rule fails (a phase's
+metrics file missing is a failure of ``resume``, which checks where they went); 2: a log is missing or lacks a metric
+the rule needs.
 
 ``tp2``: trained weights reach rollout tensor-parallel-2 replicas intact. For each pair of runs that differ only in
-the rollout's tensor-parallel size, the mean of ``training/rollout_probs_diff_mean`` (verl's rollout-against-actor
-probability difference, logged with ``rollout.calculate_log_probs=true``) over the steps at TP 2 is at most
-``MAX_DIFF_RATIO`` times TP 1's, and the mean reward of every generated rollout over the last ``WINDOW`` steps exceeds
-the first ``WINDOW`` steps' by at least ``MIN_REWARD_GAIN`` at both sizes.
+the rollout's tensor-parallel size, both ran all ``--steps`` steps; the mean over steps of
+``training/fresh_rollout_probs_diff_mean`` (verl's rollout-against-actor probability difference over the rows
+generated that step; verl's own ``training/rollout_probs_diff_mean`` also counts the age of PC's reused pilots) at
+TP 2 is at most ``MAX_DIFF_RATIO`` times TP 1's, with a value on every step; and the mean reward of the step's
+first-round rollouts (``pilot_stats/metric_mean``: the pilots for PC, every rollout for GRPO) over the last
+``WINDOW`` steps exceeds the first ``WINDOW`` steps' by at least ``MIN_REWARD_GAIN`` at both sizes.
 
-``reference``: the reference preset's update ran as the authors' did: the log's ``update:`` line names the
-``pc_reference`` loss, reference row order and a partial last mini-batch; every step's gradient norm is finite; every
-step ran as many optimizer steps as PPO mini-batches, with the partial one weighted below 1.
+``reference``: the reference preset's update ran as the authors' did, for all ``--steps`` steps: the trainer's
+``update:`` line names the ``pc_reference`` loss, reference row order and a partial last mini-batch; every step's
+gradient norm is finite; every step ran as many optimizer steps as PPO mini-batches, with the partial one weighted
+below 1.
 
 ``resume``: a run saves and resumes its whole state (across two Ray nodes, or at data-parallel 8). The first phase
-logged steps 1-4 to
-``metrics_first.jsonl`` and the resumed phase steps 5-6 to ``metrics_resumed.jsonl`` (the paths they configured);
-the resumed count of generated rollouts goes on from step 4's; the console shows the PC state saved at steps 2 and 4
-and, at the resume, the same state as saved at step 4; both phases exited 0.
+logged steps 1-4 to ``metrics_first.jsonl`` and the resumed phase steps 5-6 to ``metrics_resumed.jsonl`` (the paths
+they configured); the resumed count of generated rollouts goes on from step 4's; the console shows the PC state saved
+at steps 2 and 4 and, at the resume, the same state as saved at step 4; both phases exited 0.
 """
 
 from __future__ import annotations
@@ -42,9 +45,9 @@ from recipe.pc_tools.logs import ReportError, load_run
 MAX_DIFF_RATIO = 1.5
 MIN_REWARD_GAIN = 0.1
 WINDOW = 5
-PROBS_DIFF = "training/rollout_probs_diff_mean"
+PROBS_DIFF = m.FRESH_PROBS_DIFF
 GRAD_NORM = "actor/grad_norm"
-UPDATE_LINE = re.compile(r"update: (?P<text>.*)$", re.M)
+UPDATE_LINE = re.compile(r"recipe\.pc\.pc_ray_trainer: update: (?P<text>.*)$", re.M)
 # What the trainer's start-up "update:" line says under the reference preset (RayPCTrainer._update_summary).
 REFERENCE_UPDATE = ("policy loss pc_reference", "reference row order", "a partial last mini-batch")
 
@@ -71,6 +74,7 @@ class TP2Pair:
     diff_tp2: float
     gain_tp1: float
     gain_tp2: float
+    problems: tuple[str, ...] = ()  # a run that stopped early, or a step without the difference
 
     @property
     def ratio(self) -> float:
@@ -78,7 +82,8 @@ class TP2Pair:
 
     @property
     def passed(self) -> bool:
-        return self.ratio <= MAX_DIFF_RATIO and min(self.gain_tp1, self.gain_tp2) >= MIN_REWARD_GAIN
+        gains_ok = min(self.gain_tp1, self.gain_tp2) >= MIN_REWARD_GAIN
+        return not self.problems and self.ratio <= MAX_DIFF_RATIO and gains_ok
 
 
 def reward_gain(frame: pd.DataFrame, where: Path) -> float:
@@ -88,15 +93,23 @@ def reward_gain(frame: pd.DataFrame, where: Path) -> float:
     return float(reward.iloc[-WINDOW:].mean() - reward.iloc[:WINDOW].mean())
 
 
-def tp2_pair(label: str, tp1: Path, tp2: Path) -> TP2Pair:
-    frames = [metrics(run, PROBS_DIFF, m.PILOT_METRIC_MEAN) for run in (tp1, tp2)]
-    return TP2Pair(
-        label,
-        diff_tp1=float(frames[0][PROBS_DIFF].mean()),
-        diff_tp2=float(frames[1][PROBS_DIFF].mean()),
-        gain_tp1=reward_gain(frames[0], tp1),
-        gain_tp2=reward_gain(frames[1], tp2),
-    )
+def tp2_run(run: Path, steps: int) -> tuple[float, float, list[str]]:
+    """(mean probability difference, reward gain, problems) of one run that should have trained ``steps`` steps."""
+    frame = metrics(run, PROBS_DIFF, m.PILOT_METRIC_MEAN)
+    trained = frame[frame[m.PILOT_METRIC_MEAN].notna()]  # a validation-only step 0 has no reward
+    problems = []
+    if len(trained) != steps:
+        problems.append(f"{run}: {len(trained)} steps trained, not {steps}")
+    # A NaN difference is written as null and reads as missing.
+    missing = trained.index[trained[PROBS_DIFF].isna()].tolist()
+    if missing:
+        problems.append(f"{run}: no {PROBS_DIFF} at steps {missing}")
+    return float(trained[PROBS_DIFF].mean()), reward_gain(trained, run), problems
+
+
+def tp2_pair(label: str, tp1: Path, tp2: Path, steps: int) -> TP2Pair:
+    (diff1, gain1, problems1), (diff2, gain2, problems2) = tp2_run(tp1, steps), tp2_run(tp2, steps)
+    return TP2Pair(label, diff1, diff2, gain1, gain2, tuple(problems1 + problems2))
 
 
 def tp2_table(pairs: list[TP2Pair]) -> str:
@@ -110,14 +123,15 @@ def tp2_table(pairs: list[TP2Pair]) -> str:
             f"{p.gain_tp2:+.3f} | {'yes' if p.passed else 'no'} |"
         )
     lines.append(
-        f"\nrule: ratio <= {MAX_DIFF_RATIO}; mean reward of the last {WINDOW} steps minus the first {WINDOW} >= "
-        f"{MIN_REWARD_GAIN} at both sizes"
+        f"\nrule: every step run and its difference logged; ratio <= {MAX_DIFF_RATIO}; mean reward of the last "
+        f"{WINDOW} steps minus the first {WINDOW} >= {MIN_REWARD_GAIN} at both sizes"
     )
+    lines += [f"fail: {problem}" for p in pairs for problem in p.problems]
     return "\n".join(lines)
 
 
-def reference_problems(run: Path) -> tuple[list[str], int]:
-    """(what breaks the reference rule in ``run``, steps read)."""
+def reference_problems(run: Path, steps: int) -> tuple[list[str], int]:
+    """(what breaks the reference rule in ``run``, which should have trained ``steps`` steps; steps read)."""
     log = run / "log.txt"
     if not log.is_file():
         raise ReportError(f"{log}: no such file")
@@ -125,7 +139,7 @@ def reference_problems(run: Path) -> tuple[list[str], int]:
     # Training steps only: a validation before training logs a step 0 without an update. A NaN grad norm may be
     # written as null, which reads as missing: both count as not finite.
     frame = frame[frame[m.PPO_MINI_BATCHES].notna()]
-    problems = [] if len(frame) else [f"{run}: no training step"]
+    problems = [] if len(frame) == steps else [f"{run}: {len(frame)} steps trained, not {steps}"]
     lines = [match.group("text") for match in UPDATE_LINE.finditer(log.read_text(errors="replace"))]
     if not lines:
         problems.append(f"{log}: no 'update:' line (the trainer logs it at start-up)")
@@ -163,7 +177,10 @@ def resume_problems(run: Path) -> tuple[list[str], int]:
             problems.append(f"{path}: no such file (the metrics did not reach the configured path)")
             continue
         frame = load_run(path)
-        frames[phase] = frame = frame[frame.get(m.ROLLOUTS_SAMPLED, pd.Series(dtype=float)).notna()]
+        absent = [name for name in (m.ROLLOUTS_SAMPLED, m.CUMULATIVE_SAMPLED) if name not in frame.columns]
+        if absent:
+            raise ReportError(f"{path}: no {', '.join(absent)}")
+        frames[phase] = frame = frame[frame[m.ROLLOUTS_SAMPLED].notna()]
         if frame.index.tolist() != want:
             problems.append(f"{path}: training steps {frame.index.tolist()}, not {want}")
         if f"{phase}: exit code 0" not in text:
@@ -191,18 +208,22 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="check", required=True)
     tp2 = sub.add_parser("tp2", help="trained weights reach rollout TP-2 replicas intact")
     tp2.add_argument("--pair", nargs=3, action="append", required=True, metavar=("LABEL", "TP1_RUN", "TP2_RUN"))
+    tp2.add_argument("--steps", type=int, default=20, help="steps each run trains (launch.sh tp2-learn: 20)")
     reference = sub.add_parser("reference", help="the reference preset's update ran as the authors' did")
     reference.add_argument("run", type=Path)
+    reference.add_argument("--steps", type=int, default=6, help="steps the run trains (launch.sh reference, dp8: 6)")
     resume = sub.add_parser("resume", help="a run in two phases saved and resumed its whole state")
     resume.add_argument("run", type=Path)
     args = parser.parse_args(argv)
     try:
         if args.check == "tp2":
-            pairs = [tp2_pair(label, Path(tp1), Path(tp2)) for label, tp1, tp2 in args.pair]
+            pairs = [tp2_pair(label, Path(tp1), Path(tp2), args.steps) for label, tp1, tp2 in args.pair]
             print(tp2_table(pairs))
             return 0 if all(p.passed for p in pairs) else 1
-        read = reference_problems if args.check == "reference" else resume_problems
-        problems, steps = read(args.run)
+        if args.check == "reference":
+            problems, steps = reference_problems(args.run, args.steps)
+        else:
+            problems, steps = resume_problems(args.run)
     except ReportError as err:
         print(f"gpu_check: {err}", file=sys.stderr)
         return 2

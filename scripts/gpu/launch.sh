@@ -167,7 +167,10 @@ case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | t
       actor_rollout_ref.rollout.n=6 actor_rollout_ref.actor.ppo_mini_batch_size=2
     ;;
   two-nodes)
-    # Read it with: python -m recipe.pc_tools.gpu_check resume $RUNS/two_nodes
+    # Two Ray nodes on this host (head on GPU 0, worker on GPU 1), alone on those GPUs: its second phase starts
+    # minutes after the first, and an engine starting beside another fails vLLM's memory profiling. Not restarted by
+    # retry_start.sh, whose restart would run the first phase again. Read it with
+    #   python -m recipe.pc_tools.gpu_check resume $RUNS/two_nodes
     mkdir -p $RUNS
     micro="actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4"
     CPUS=14 STAGGER=1 RETRY="" run two_nodes 0,1 bash scripts/gpu/two_nodes.sh $M $D/smoke $micro
@@ -184,7 +187,7 @@ case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | t
     small="$small data.max_response_length=256"
     small="$small reward.custom_reward_function.path=pkg://recipe.pc.rewards.last_integer"
     small="$small actor_rollout_ref.model.use_remove_padding=false +actor_rollout_ref.model.override_config.attn_implementation=sdpa"
-    small="$small actor_rollout_ref.rollout.gpu_memory_utilization=0.3 trainer.logger=[console,file]"
+    small="$small actor_rollout_ref.rollout.gpu_memory_utilization=0.3 'trainer.logger=[console,file]'"
     small="$small trainer.val_before_train=false trainer.test_freq=-1 trainer.save_freq=2"
     small="$small trainer.default_local_dir=$RUNS/pc_dp8/checkpoints"
     phase() {  # NAME STEPS RESUME_MODE: one run of the script, then its exit code on the console
@@ -202,9 +205,6 @@ case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | t
     export CPUS=14 STAGGER=${STAGGER_CHECKS:-60}
     micro="actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4"
     micro="$micro actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"
-    # Two Ray nodes on this host (head on GPU 0, worker on GPU 1), started by ray_cluster.sh.
-    # Not restarted by retry_start.sh: a restart of the second phase would run the first again.
-    RETRY="" run two_nodes 0,1 bash scripts/gpu/two_nodes.sh $M $D/smoke $micro
     # Data-parallel 4 with a generation batch that needs padding (3 agent workers, 15 pilot prompts).
     run pc_dp4 0,1,2,3 MODEL_PATH=$M DATA_DIR=$D/smoke STEPS=5 bash train_scripts/smoke_1gpu.sh $micro \
       trainer.n_gpus_per_node=4 actor_rollout_ref.rollout.agent.num_workers=3 data.gen_batch_size=15

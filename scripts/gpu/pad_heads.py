@@ -1,10 +1,14 @@
-"""Write a copy of a Llama- or Qwen2-architecture model with zero attention heads added, computing the same function.
+"""Write a copy of a Llama-architecture model with zero attention heads added, computing the same function.
 
 Rollout tensor parallel 2 needs attention and key-value head counts that split over two GPUs; SmolLM2-135M has 9 and
 3. Each added key-value head comes with its own group of query heads (the same group size, so every original query
 head keeps its key-value head), and all of their weights are zero: the added heads' values are zero, so they add
 nothing to the attention output, and their gradients stay zero, so training keeps them at zero. The model so trains
-and generates exactly as the original does, at any split the new counts allow.
+and generates as the original does, up to floating-point rounding, at any split the new counts allow.
+
+Only ``model_type`` llama: the padded model's heads times head size exceed its hidden size, which the config's
+``head_dim`` states; transformers' and vLLM's Llama read it, while vLLM's Qwen2 derives the head size from the
+hidden size and would not load the padded weights.
 
     python scripts/gpu/pad_heads.py IN_DIR OUT_DIR --kv-heads 4   # SmolLM2-135M: 9 + 3 -> 12 query, 4 key-value
 """
@@ -25,6 +29,10 @@ WEIGHTS = "model.safetensors"
 
 def padded_counts(config: dict, kv_heads: int) -> tuple[int, int, int]:
     """(query heads, key-value heads, head size) after padding to ``kv_heads`` key-value heads."""
+    if config.get("model_type") != "llama":
+        raise ValueError(
+            f"model_type {config.get('model_type')!r}: only llama models can be padded (vLLM reads head_dim for them)"
+        )
     heads, kv = config["num_attention_heads"], config.get("num_key_value_heads", config["num_attention_heads"])
     if kv_heads < kv:
         raise ValueError(f"--kv-heads {kv_heads} is below the model's {kv} key-value heads: heads can only be added")

@@ -12,9 +12,10 @@ unset RAY_TMP
 # The offline bundle's `ray` script points at the build machine's interpreter: run Ray's CLI as a module.
 export RAY_CLI="python3 -m ray.scripts.scripts"
 
-# across_two_nodes PHASE PORT STEPS: one training run over a fresh head and worker, which it stops at the end.
+# across_two_nodes PHASE PORT STEPS [OVERRIDES...]: one training run over a fresh head and worker, stopped at the end.
 across_two_nodes() {
   local phase=$1 port=$2 steps=$3 rc
+  shift 3
   CUDA_VISIBLE_DEVICES=1 NODE_IP=127.0.0.1 HEAD_ADDR=127.0.0.1 RAY_PORT=$port NODE_PORT_BASE=$((port + 500)) \
     RAY_TMP=/tmp/rc_worker_$phase NGPUS_PER_NODE=1 NUM_CPUS=6 DETACH=1 bash train_scripts/ray_cluster.sh worker &
   CUDA_VISIBLE_DEVICES=0 NODE_IP=127.0.0.1 NNODES=2 RAY_PORT=$port RAY_TMP=/tmp/rc_head_$phase NGPUS_PER_NODE=1 \

@@ -207,6 +207,7 @@ def test_compact_rows_store_each_derivable_field_once(tmp_path, tokenizer):
         "position_ids": "positions",
         "rm_scores": "sparse",
         "token_level_scores": "alias",
+        "rollout_log_probs": "dense",  # vLLM's own log-probs (rollout.calculate_log_probs, true by default)
     }
     assert rows.fields["responses"].data.dtype == torch.uint8  # the stand-in's token ids fit a byte
     assert rows.fields["attention_mask"].data.dtype == torch.bool

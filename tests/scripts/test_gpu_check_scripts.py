@@ -2,8 +2,10 @@
 stop mode ends one run and its Ray processes and no other."""
 
 import os
+import shlex
 import subprocess
 import sys
+import time
 
 import pytest
 from support import ROOT
@@ -376,7 +378,8 @@ def test_dp8_runs_the_paper_script_scaled_by_overrides_with_the_paper_mini_batch
         write_parquet_rows(tmp_path / "data" / f"{name}.parquet")
     model = stand_in_model(tmp_path / "model")
     for phase, (steps, mode) in zip(("first", "resumed"), ((4, "disable"), (6, "auto")), strict=True):
-        words = phases.pop(0).replace("/tmp/data/calibrated", str(tmp_path / "data")).split()
+        # shlex, as the host's bash -c reads the command (the logger list is quoted against globbing).
+        words = shlex.split(phases.pop(0).replace("/tmp/data/calibrated", str(tmp_path / "data")))
         at = words.index("bash")
         env = dict(w.split("=", 1) for w in words[:at])
         assert env["VERL_FILE_LOGGER_PATH"] == f"/tmp/runs/pc_dp8/metrics_{phase}.jsonl"
@@ -388,8 +391,43 @@ def test_dp8_runs_the_paper_script_scaled_by_overrides_with_the_paper_mini_batch
         config = run.resolved()
         assert (config.trainer.nnodes, config.trainer.n_gpus_per_node) == (1, 8)
         assert config.data.max_response_length == 256  # the override, after the script's own 4096
+        assert list(config.trainer.logger) == ["console", "file"]
         assert (config.trainer.total_training_steps, config.trainer.resume_mode) == (steps, mode)
         assert config.actor_rollout_ref.actor.policy_loss.loss_mode == "pc_reference"
         plan = mini_batch_plan(PCSettings.from_config(config), 8, config.actor_rollout_ref.actor.ppo_mini_batch_size)
         # The paper's 4B shape at 32 ranks, 256 rows a rank = 5 x 48 + 16, scaled to 8 ranks: 128 = 5 x 24 + 8.
         assert (plan.rows_per_rank, plan.full, plan.mini_rows_per_rank, plan.partial_rows) == (128, 5, 24, 8)
+
+
+# A stand-in for train_scripts/ray_cluster.sh: records each call's role, environment and arguments.
+RAY_CLUSTER_STUB = """#!/usr/bin/env bash
+echo "$1 STEPS=${STEPS:-} LOGGER=${VERL_FILE_LOGGER_PATH:-} PORT=$RAY_PORT RAY_TMP=$RAY_TMP ARGS=${*:2}" >> "$CALLS"
+"""
+
+
+def test_two_nodes_trains_then_resumes_on_a_fresh_pair_of_nodes(tmp_path):
+    (tmp_path / "train_scripts").mkdir()
+    (tmp_path / "train_scripts" / "ray_cluster.sh").write_text(RAY_CLUSTER_STUB)
+    calls = tmp_path / "calls.txt"
+    env = {**os.environ, "CALLS": str(calls), "OUT_DIR": "/runs/two_nodes"}
+    script = os.path.join(ROOT, "scripts", "gpu", "two_nodes.sh")
+    out = subprocess.run(["bash", script, "/m", "/d", "a=1"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "first: exit code 0" in out.stdout and "resumed: exit code 0" in out.stdout
+    for _ in range(50):  # the worker starts in the background
+        lines = calls.read_text().splitlines()
+        if sum(line.startswith("worker ") for line in lines) == 2:
+            break
+        time.sleep(0.1)
+    workers = [line for line in lines if line.startswith("worker ")]
+    heads = [line for line in lines if line.startswith("head ")]
+    stops = [line for line in lines if line.startswith("stop ")]
+    assert [w.split(" PORT=")[1].split()[0] for w in workers] == ["7200", "7300"]
+    assert [s.split("RAY_TMP=")[1].split()[0] for s in stops] == ["/tmp/rc_worker_first", "/tmp/rc_worker_resumed"]
+    common = "trainer.nnodes=2 trainer.n_gpus_per_node=1 ray_kwargs.ray_init.num_cpus=null trainer.save_freq=2"
+    assert heads == [
+        "head STEPS=4 LOGGER=/runs/two_nodes/metrics_first.jsonl PORT=7200 RAY_TMP=/tmp/rc_head_first "
+        f"ARGS=train_scripts/smoke_1gpu.sh {common} trainer.resume_mode=disable a=1",
+        "head STEPS=6 LOGGER=/runs/two_nodes/metrics_resumed.jsonl PORT=7300 RAY_TMP=/tmp/rc_head_resumed "
+        f"ARGS=train_scripts/smoke_1gpu.sh {common} trainer.resume_mode=auto a=1",
+    ]

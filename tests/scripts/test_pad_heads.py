@@ -18,15 +18,13 @@ SHAPE = dict(vocab_size=64, hidden_size=72, intermediate_size=96, num_hidden_lay
 SHAPE.update(num_key_value_heads=3, max_position_embeddings=64, tie_word_embeddings=True)
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2"])  # Qwen2's q/k/v projections carry biases
-def test_padded_model_computes_the_same_logits_and_splits_over_two_gpus(tmp_path, arch):
+@pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "qkv_bias"])
+def test_padded_model_computes_the_same_logits_and_splits_over_two_gpus(tmp_path, bias):
     torch.manual_seed(0)
-    config, model_class = (LlamaConfig, LlamaForCausalLM) if arch == "llama" else (Qwen2Config, Qwen2ForCausalLM)
-    model = model_class(config(**SHAPE)).eval()
-    if arch == "qwen2":  # biases start at zero; make them count
-        for name, p in model.named_parameters():
-            if name.endswith("_proj.bias"):
-                torch.nn.init.normal_(p)
+    model = LlamaForCausalLM(LlamaConfig(**SHAPE, attention_bias=bias)).eval()
+    for name, p in model.named_parameters():
+        if name.endswith("_proj.bias"):  # biases start at zero; make them count
+            torch.nn.init.normal_(p)
     model.save_pretrained(tmp_path / "src")
 
     assert pad_heads.main([str(tmp_path / "src"), str(tmp_path / "dst"), "--kv-heads", "4"]) == 0
@@ -47,11 +45,12 @@ def test_added_heads_get_no_gradient(tmp_path):
     padded = AutoModelForCausalLM.from_pretrained(tmp_path / "dst")
     ids = torch.randint(0, SHAPE["vocab_size"], (2, 11))
     padded(ids, labels=ids).loss.backward()
-    attn = padded.model.layers[0].self_attn
     real_q, real_kv = 9 * 8, 3 * 8
-    for grad, real in ((attn.q_proj.weight.grad, real_q), (attn.k_proj.weight.grad, real_kv)):
-        assert grad[real:].abs().max() == 0 and grad[:real].abs().max() > 0
-    assert attn.o_proj.weight.grad[:, real_q:].abs().max() == 0
+    for layer in padded.model.layers:
+        attn = layer.self_attn
+        for proj, real in ((attn.q_proj, real_q), (attn.k_proj, real_kv), (attn.v_proj, real_kv)):
+            assert proj.weight.grad[real:].abs().max() == 0 and proj.weight.grad[:real].abs().max() > 0
+        assert attn.o_proj.weight.grad[:, real_q:].abs().max() == 0
 
 
 def test_heads_can_only_be_added(tmp_path, capsys):
@@ -60,4 +59,14 @@ def test_heads_can_only_be_added(tmp_path, capsys):
     assert pad_heads.main([str(tmp_path / "src"), str(tmp_path / "dst"), "--kv-heads", "2"]) == 2
     assert capsys.readouterr().err.strip() == (
         "pad_heads: --kv-heads 2 is below the model's 3 key-value heads: heads can only be added"
+    )
+
+
+def test_only_llama_models_are_padded(tmp_path, capsys):
+    # vLLM's Qwen2 attention takes its head size from hidden_size / heads, not head_dim: a padded one would not load.
+    Qwen2ForCausalLM(Qwen2Config(**SHAPE)).save_pretrained(tmp_path / "src")
+    capsys.readouterr()
+    assert pad_heads.main([str(tmp_path / "src"), str(tmp_path / "dst"), "--kv-heads", "4"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "pad_heads: model_type 'qwen2': only llama models can be padded (vLLM reads head_dim for them)"
     )

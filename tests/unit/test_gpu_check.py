@@ -37,11 +37,31 @@ FLAT = [0.3] * 12
 def test_tp2_passes_only_within_the_ratio_and_with_the_reward_gain(tmp_path, capsys, diff_tp2, rewards_tp2, code):
     tp1 = tp2_run(tmp_path / "tp1", 0.010, RISING)
     tp2 = tp2_run(tmp_path / "tp2", diff_tp2, rewards_tp2)
-    assert main(["tp2", "--pair", "pc", tp1, tp2]) == code
+    assert main(["tp2", "--pair", "pc", tp1, tp2, "--steps", "12"]) == code
     row = capsys.readouterr().out.splitlines()[2]
     gain = 0.21 if rewards_tp2 is RISING else 0.0
     verdict = "no" if code else "yes"
     assert row == f"| pc | 0.0100 | {diff_tp2:.4f} | {diff_tp2 / 0.01:.2f} | +0.210 | {gain:+.3f} | {verdict} |"
+
+
+def test_tp2_fails_a_run_that_stopped_early_or_lost_the_difference_on_a_step(tmp_path, capsys):
+    tp1 = tp2_run(tmp_path / "tp1", 0.010, RISING)
+    stopped = tp2_run(tmp_path / "stopped", 0.010, RISING)  # 12 of 20 steps
+    assert main(["tp2", "--pair", "pc", tp1, stopped, "--steps", "20"]) == 1
+    assert f"fail: {stopped}: 12 steps trained, not 20" in capsys.readouterr().out
+    rows = [{PROBS_DIFF: 0.01, REWARD: r} for r in RISING]
+    rows[3][PROBS_DIFF] = None  # verl's file logger writes a NaN as null
+    nan = write_run(tmp_path / "nan", rows)
+    assert main(["tp2", "--pair", "pc", tp1, nan, "--steps", "12"]) == 1
+    assert f"fail: {nan}: no {PROBS_DIFF} at steps [4]" in capsys.readouterr().out
+
+
+def test_tp2_leaves_out_a_validation_before_training(tmp_path, capsys):
+    tp1 = tp2_run(tmp_path / "tp1", 0.010, RISING)
+    tp2 = tp2_run(tmp_path / "tp2", 0.010, RISING)
+    with open(tmp_path / "tp2" / "metrics.jsonl", "a") as f:  # step 0: validation only, no reward, no difference
+        f.write(json.dumps({"step": 0, "data": {"val-core/arith/acc/mean@4": 0.1}}) + "\n")
+    assert main(["tp2", "--pair", "grpo", tp1, tp2, "--steps", "12"]) == 0
 
 
 def test_tp2_reads_the_reward_of_the_first_and_last_five_steps():
@@ -53,23 +73,24 @@ def test_tp2_reads_the_reward_of_the_first_and_last_five_steps():
 def test_tp2_names_the_missing_metric_and_the_key_that_logs_it(tmp_path, capsys):
     tp1 = write_run(tmp_path / "tp1", [{REWARD: r} for r in RISING])
     tp2 = tp2_run(tmp_path / "tp2", 0.01, RISING)
-    assert main(["tp2", "--pair", "grpo", tp1, tp2]) == 2
+    assert main(["tp2", "--pair", "grpo", tp1, tp2, "--steps", "12"]) == 2
     assert capsys.readouterr().err == (
         f"gpu_check: {tmp_path / 'tp1' / 'metrics.jsonl'}: no {PROBS_DIFF} "
         "(log it with actor_rollout_ref.rollout.calculate_log_probs=true)\n"
     )
     short = tp2_run(tmp_path / "short", 0.01, RISING[:9])
-    assert main(["tp2", "--pair", "grpo", tp2, short]) == 2
+    assert main(["tp2", "--pair", "grpo", tp2, short, "--steps", "12"]) == 2
     assert "9 steps with a reward, fewer than the 10 the rule reads" in capsys.readouterr().err
 
 
 UPDATE = (
-    "INFO update: pilot_commit, policy loss pc_reference (token-mean), 64 rows a step in reference row order over 2 "
-    "ranks, mini-batches of 6 rows (rollout_n), a partial last mini-batch of 2 rows a rank\n"
+    "(TaskRunner pid=7) INFO recipe.pc.pc_ray_trainer: update: pilot_commit, policy loss pc_reference (token-mean), "
+    "64 rows a step in reference row order over 2 ranks, mini-batches of 12 rows (rollout_n), a partial last "
+    "mini-batch of 2 rows a rank\n"
 )
 
 
-def reference_rows(change=None, steps=4):
+def reference_rows(change=None, steps=6):
     rows = [
         {
             "actor/grad_norm": 1.5,
@@ -89,7 +110,7 @@ def test_reference_passes_a_log_that_ran_the_authors_update(tmp_path, capsys):
     run = write_run(tmp_path / "ref", rows, log="loading\n" + UPDATE)
     assert all(words in UPDATE for words in REFERENCE_UPDATE)
     assert main(["reference", run]) == 0
-    assert capsys.readouterr().out == f"{run}: 4 steps read, pass\n"
+    assert capsys.readouterr().out == f"{run}: 6 steps read, pass\n"
 
 
 @pytest.mark.parametrize(
@@ -106,14 +127,31 @@ def test_reference_passes_a_log_that_ran_the_authors_update(tmp_path, capsys):
         ({}, UPDATE.replace("pc_reference", "vanilla"), "the update line lacks 'policy loss pc_reference'"),
         ({}, UPDATE.replace("reference row", "verl row"), "the update line lacks 'reference row order'"),
         ({}, "no such line\n", "no 'update:' line"),
+        ({}, UPDATE.replace("recipe.pc.pc_ray_trainer: ", ""), "no 'update:' line"),  # not the trainer's line
     ],
-    ids=["null_grad_norm", "inf_grad_norm", "skipped_update", "no_partial", "vanilla_loss", "verl_order", "no_line"],
+    ids=[
+        "null_grad_norm",
+        "inf_grad_norm",
+        "skipped_update",
+        "no_partial",
+        "vanilla_loss",
+        "verl_order",
+        "no_line",
+        "other_line",
+    ],
 )
 def test_reference_fails_on_each_broken_rule(tmp_path, capsys, change, log, problem):
     run = write_run(tmp_path / "ref", reference_rows(change), log=log)
     assert main(["reference", run]) == 1
     out = capsys.readouterr().out
-    assert problem in out and out.endswith("4 steps read, fail\n")
+    assert problem in out and out.endswith("6 steps read, fail\n")
+
+
+def test_reference_fails_a_run_that_stopped_early(tmp_path, capsys):
+    run = write_run(tmp_path / "ref", reference_rows(steps=2), log=UPDATE)
+    assert main(["reference", run]) == 1
+    assert f"fail: {run}: 2 steps trained, not 6" in capsys.readouterr().out
+    assert main(["reference", run, "--steps", "2"]) == 0
 
 
 SAMPLED, CUMULATIVE = "rollout_stats/num_rollouts_sample", "rollout_stats/cumulative_rollouts_sample"
