@@ -251,7 +251,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         return (
             f"{self.pc.method}, policy loss {actor.policy_loss.loss_mode} ({actor.loss_agg_mode}), "
             f"{self.pc.train_rows} rows a step in {ref.row_order} row order over {self._dp_size()} ranks, "
-            f"mini-batches of {mini} rows ({ref.mini_batch_unit}){partial}"
+            f"mini-batches of {mini} rows ({ref.mini_batch_unit}), {plan.mini_rows_per_rank} a rank{partial}"
         )
 
     def _dp_size(self) -> int:

@@ -94,7 +94,10 @@ def test_reference_step_runs_five_whole_and_one_partial_mini_batch_at_each_ranks
     assert f"update: pilot_commit, policy loss pc_reference (token-mean), {rows} rows a step in reference row " in (
         caplog.text
     )
-    assert f"over {dp} ranks, mini-batches of {n_commit} rows (rollout_n), a partial last mini-batch of " in caplog.text
+    mini_line = (
+        f"over {dp} ranks, mini-batches of {n_commit} rows (rollout_n), {mini} a rank, a partial last mini-batch of "
+    )
+    assert mini_line in caplog.text
     assert f"{partial} rows a rank" in caplog.text
     assert all(words in caplog.text for words in REFERENCE_UPDATE)  # what the GPU check reads
 

@@ -85,7 +85,7 @@ def test_tp2_names_the_missing_metric_and_the_key_that_logs_it(tmp_path, capsys)
 
 UPDATE = (
     "(TaskRunner pid=7) INFO recipe.pc.pc_ray_trainer: update: pilot_commit, policy loss pc_reference (token-mean), "
-    "64 rows a step in reference row order over 2 ranks, mini-batches of 12 rows (rollout_n), a partial last "
+    "64 rows a step in reference row order over 2 ranks, mini-batches of 12 rows (rollout_n), 6 a rank, a partial last "
     "mini-batch of 2 rows a rank\n"
 )
 
