@@ -82,6 +82,8 @@ stop_nodes() {
     # The node's whole session (its process group included), also when the leader is gone already: Ray's agents
     # (renamed ray::DashboardAgent, ...) live there and held the node's ports for up to 90 s after the raylet died.
     pkill -KILL -s "$pid" 2>/dev/null || true
+    # A SIGKILL takes effect a moment later on a busy host: return once the session is empty (at most 10 s).
+    for _ in $(seq 50); do pgrep -s "$pid" >/dev/null || break; sleep 0.2; done
     rm -f "$pf"
   done
   echo "stopped $stopped Ray node(s) started from $RAY_TMP"
