@@ -378,6 +378,24 @@ def stand_in_model(folder) -> str:
     return str(folder)
 
 
+def valid_overrides(train: str, test: str, model_folder) -> list[str]:
+    """Overrides of a config that passes every start-up check on CPU: 4 GPUs, dynamic batch sizes, the math reward,
+    over the given parquets and a stand-in model written in ``model_folder``."""
+    return [
+        f"data.train_files={train}",
+        f"data.val_files=[{test}]",
+        f"actor_rollout_ref.model.path={stand_in_model(model_folder)}",
+        "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.actor.use_dynamic_bsz=true",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+        "data.train_batch_size=8",
+        "trainer.n_gpus_per_node=4",
+        "reward.custom_reward_function.path=pkg://recipe.pc.rewards.math_reward",
+        "reward.custom_reward_function.name=compute_score",
+        "+reward.custom_reward_function.reward_kwargs.grader=math_dapo",
+    ]
+
+
 # ---------------------------------------------------------------------- the data processors (data/process_*.py)
 DATA_FIXTURES = os.path.join(FIXTURES, "data")
 DEEPMATH_ROWS = [

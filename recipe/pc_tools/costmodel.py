@@ -37,12 +37,9 @@ from omegaconf import OmegaConf
 
 from recipe.pc.settings import PCSettings, SkipSettings, yaml_defaults
 from recipe.pc_tools.defaults import DAPO_MAX_ROUNDS, MAX_OFF_STEPS, MAX_ROUNDS, P_LOWER, P_UPPER
-from recipe.pc_tools.simulate import simulate_totals
 
 # Expected rounds per step above which a step is reported as never filling (inf).
 _MAX_EXPECTED_ROUNDS = 2000
-# Epochs the simulated skipping dataloader may draw for one round before it gives up.
-_MAX_EPOCHS_A_ROUND = 100
 _TAIL_MASS = 1e-12
 
 
@@ -420,6 +417,9 @@ def simulate(
     if steps < 1 or warmup < 0 or runs < 1 or (prompts is not None and prompts < 1):
         raise ValueError(f"steps={steps}, runs={runs} and prompts={prompts} must be >= 1 and warmup={warmup} >= 0")
     settings = _settings(config)
+    # Imported here: the simulator drives the trainer's allocators (torch, verl), which predict() never needs.
+    from recipe.pc_tools.simulate import simulate_totals
+
     r, pilot, commit, trained, informative, passes, candidates = simulate_totals(
         settings, rates, steps, warmup, seed, skip, runs, prompts
     )

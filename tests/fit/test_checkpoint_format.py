@@ -273,9 +273,12 @@ def test_a_version_1_state_still_resumes(tmp_path, tokenizer, fixture):
 
 def test_a_state_of_another_allocator_is_refused_before_any_step(tmp_path, tokenizer):
     fit(tmp_path, tokenizer, 2, ["trainer.save_freq=2"])
-    resume_fails(
+    err = resume_fails(
         tmp_path,
         tokenizer,
         "written by algorithm.rollout_allocation=pilot_commit, not dapo",
         extra=["algorithm.rollout_allocation=dapo"],
     )
+    # The message names the state file and the way out.
+    assert "global_step_2/pilot_commit_state.pt was written by" in str(err)
+    assert str(err).endswith("resume with the allocator it was saved with")

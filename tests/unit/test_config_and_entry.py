@@ -5,7 +5,8 @@ import sys
 
 import pytest
 from omegaconf import OmegaConf
-from support import compose_pc_config, stand_in_model, write_parquet_rows
+from support import compose_pc_config, write_parquet_rows
+from support import valid_overrides as passing_overrides
 
 from recipe.pc.main_pc import preflight
 from recipe.pc.parallel import check_parallel_sizes
@@ -174,20 +175,7 @@ def test_stock_options_at_their_defaults_or_honoured_pass():
 def valid_overrides(tmp_path):
     for name in ("train.parquet", "test.parquet"):
         write_parquet_rows(tmp_path / name)
-    stand_in_model(tmp_path / "model")
-    return [
-        f"data.train_files={tmp_path / 'train.parquet'}",
-        f"data.val_files=[{tmp_path / 'test.parquet'}]",
-        f"actor_rollout_ref.model.path={tmp_path / 'model'}",
-        "actor_rollout_ref.rollout.name=vllm",
-        "actor_rollout_ref.actor.use_dynamic_bsz=true",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
-        "data.train_batch_size=8",
-        "trainer.n_gpus_per_node=4",
-        "reward.custom_reward_function.path=pkg://recipe.pc.rewards.math_reward",
-        "reward.custom_reward_function.name=compute_score",
-        "+reward.custom_reward_function.reward_kwargs.grader=math_dapo",
-    ]
+    return passing_overrides(tmp_path / "train.parquet", tmp_path / "test.parquet", tmp_path / "model")
 
 
 def test_preflight_passes_a_valid_config(valid_overrides):

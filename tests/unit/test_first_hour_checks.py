@@ -23,6 +23,7 @@ from conftest import ROOT, compose_pc_config
 from omegaconf import OmegaConf, open_dict
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from support import valid_overrides
 
 from recipe.pc import main_pc
 from recipe.pc.known_warnings import KNOWN_VERL_WARNINGS, filter_known_warnings
@@ -46,24 +47,8 @@ def write_rows(path, rows: int) -> str:
 def base(tmp_path_factory):
     """A config that passes every check (composed once: each test changes a copy)."""
     root = tmp_path_factory.mktemp("first_hour")
-    (root / "model").mkdir()
-    for name in ("config.json", "model.safetensors", "tokenizer.json"):
-        (root / "model" / name).write_text("{}")
-    return compose_pc_config(
-        [
-            f"data.train_files={write_rows(root / 'train.parquet', 16)}",
-            f"data.val_files=[{write_rows(root / 'test.parquet', 4)}]",
-            f"actor_rollout_ref.model.path={root / 'model'}",
-            "actor_rollout_ref.rollout.name=vllm",
-            "actor_rollout_ref.actor.use_dynamic_bsz=true",
-            "actor_rollout_ref.actor.ppo_mini_batch_size=8",
-            "data.train_batch_size=8",
-            "trainer.n_gpus_per_node=4",
-            "reward.custom_reward_function.path=pkg://recipe.pc.rewards.math_reward",
-            "reward.custom_reward_function.name=compute_score",
-            "+reward.custom_reward_function.reward_kwargs.grader=math_dapo",
-        ]
-    )
+    train, test = write_rows(root / "train.parquet", 16), write_rows(root / "test.parquet", 4)
+    return compose_pc_config(valid_overrides(train, test, root / "model"))
 
 
 def changed(base, **values):

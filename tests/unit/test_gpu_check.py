@@ -164,10 +164,10 @@ resumed: exit code 0
 """
 
 
-def two_nodes_run(folder, resumed_from=400, log=TWO_NODES_LOG, phases=("first", "resumed")):
+def two_nodes_run(folder, resumed_from=400, log=TWO_NODES_LOG, phases=("first", "resumed"), last_resumed=6):
     folder.mkdir()
     (folder / "log.txt").write_text(log)
-    steps = {"first": range(1, 5), "resumed": range(5, 7)}
+    steps = {"first": range(1, 5), "resumed": range(5, last_resumed + 1)}
     for phase in phases:
         with open(folder / f"metrics_{phase}.jsonl", "w") as f:
             start = 0 if phase == "first" else resumed_from - 400
@@ -200,8 +200,17 @@ def test_resume_passes_a_run_that_resumed_its_whole_state(tmp_path, capsys):
             "no 'resumed: exit code 0'",
         ),
         (dict(log=TWO_NODES_LOG.replace("at step 2", "at step 3")), "no 'saved PC state' line at step(s) 2"),
+        (dict(last_resumed=5), "metrics_resumed.jsonl: training steps [5], not [5, 6]"),
     ],
-    ids=["counters_restarted", "metrics_elsewhere", "state_differs", "not_resumed", "failed_exit", "no_save_at_2"],
+    ids=[
+        "counters_restarted",
+        "metrics_elsewhere",
+        "state_differs",
+        "not_resumed",
+        "failed_exit",
+        "no_save_at_2",
+        "resumed_stopped_early",
+    ],
 )
 def test_resume_fails_on_each_broken_rule(tmp_path, capsys, change, problem):
     run = two_nodes_run(tmp_path / "two", **change)
