@@ -318,7 +318,7 @@ for seed in 1 2; do
       --measured dapo=${CAL_DAPO[$seed]}/dapo16_calibrated_s$seed/metrics.jsonl
     echo; } >>$R/calibrated/first_steps.md
 done
-# Batch 13 (2026-11-26f): #10's stages at groups of 16 on the default mix against batch 2's baselines (same launcher,
+# Batch 13 (2026-11-26f): the allocator stages (skip, screen, down-sampling) at groups of 16 on the default mix against batch 2's baselines (same launcher,
 # mix and seeds): PC 4+12 with a screen of 2, and GRPO n=16 with PODS down-sampling from 32. PC with PODS from 24 was
 # stopped at step 11 (launch.log): left out. Batch 14 (2026-11-27): PC 4+12 with GRESO skipping, seed 1 only (seed 2
 # hung in step 17; PC with PODS from 24 was stopped again, launch.log). Batch 16 (2026-11-27d): skipping's seed 2 and PC
@@ -353,7 +353,7 @@ for seed in 1 2; do
   done
 done
 # Batch 17 (2026-11-27b): the test of PC 4+60's 0.81x, written down before it ran (README). GRPO n=64 on the
-# calibrated mix for 36 steps, seeds 1-3 (the lease's device time ran out in step 36: 35 steps, 26,880 rollouts),
+# calibrated mix for 36 steps, seeds 1-3 (stopped in step 36: 35 steps, 26,880 rollouts),
 # and PC 4+60's seed 3. Target: the peak of those GRPO runs' mean curve. The 30-step GRPO n=64 runs of seeds 1-2
 # (batches 11 and 13: the same lines but the step count) stand beside them as a rerun of the same seeds. Accuracy at
 # equal rollouts (at GRPO's validation steps 10, 20, 30 and 35) was added after the run; it is not the test fixed before.
@@ -373,7 +373,7 @@ python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo64t36 --means
 seed3="$I/grpo64t36_calibrated_s3/dump 12 36 4+60 --steps 1:30 --measured pc:4+60=$I/pc4x60_calibrated_s3/metrics.jsonl"
 costmodel $R/calibrated_g64/costmodel_vs_measured.md $seed3
 costmodel $R/calibrated_g64/costmodel_per_step.md $seed3 --per-step
-# Batch 18 (2026-11-27e) stopped at steps 2-16: the lease was lost (README). Its reference-preset seed 2 ran again
+# Batch 18 (2026-11-27e) stopped at steps 2-16 when its GPU host went away. Its reference-preset seed 2 ran again
 # alone on one GPU to step 19 (2026-11-27f), when the session's device time ran out. No run reached 30 steps, so none
 # joins a seeds table. Read per run against default/'s target (the peak of GRPO n=16's mean curve, from its CSV): the
 # same seed's runs side by side as reruns (GRPO n=16 of batch 1 and the 40-step lines; the two ref seed 2 runs;

@@ -130,8 +130,9 @@ class StandInAgentLoopManager:
         self.num_workers = int(config.actor_rollout_ref.rollout.agent.num_workers)
         self.prompt_length = int(config.actor_rollout_ref.rollout.prompt_length)
         self.response_length = int(config.actor_rollout_ref.rollout.response_length)
-        # agent_loop.py: the vLLM server returns each token's log-prob when calculate_log_probs (default true).
-        self.calculate_log_probs = bool(config.actor_rollout_ref.rollout.get("calculate_log_probs", False))
+        # agent_loop.py: the vLLM server returns each token's log-prob when calculate_log_probs (true in
+        # verl/trainer/config/rollout/rollout.yaml).
+        self.calculate_log_probs = bool(config.actor_rollout_ref.rollout.get("calculate_log_probs", True))
         self.default_agent_loop = config.actor_rollout_ref.rollout.agent.default_agent_loop
         self.tokenizer = tokenizer
         self.calls: list[GenerationCall] = []

@@ -378,6 +378,18 @@ def stand_in_model(folder) -> str:
     return str(folder)
 
 
+def wait_until(condition, what: str, timeout: float = 120.0):
+    """Poll ``condition`` until it holds (returning its value) or ``timeout`` s pass: a loaded machine is slow,
+    not wrong, so the deadline is generous and only a condition that never comes fails."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"after {timeout} s: {what}"
+        time.sleep(0.2)
+    return value
+
+
 def valid_overrides(train: str, test: str, model_folder) -> list[str]:
     """Overrides of a config that passes every start-up check on CPU: 4 GPUs, dynamic batch sizes, the math reward,
     over the given parquets and a stand-in model written in ``model_folder``."""

@@ -80,12 +80,6 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         self._round_timing = RoundTiming()
 
     def _check_supported_features(self) -> None:
-        corr = self.config.algorithm.get("rollout_correction", None)
-        if corr is not None and (corr.get("bypass_mode") or corr.get("rollout_is") or corr.get("rollout_rs")):
-            raise PCConfigError(
-                "algorithm.rollout_correction is on, but reused pilot rollouts come from a policy up to "
-                "buffer_max_off_steps + 1 steps old and carry no matching behaviour log-probs; turn it off"
-            )
         if self.pc.pilot.evict_threshold is not None and not hasattr(self.train_dataset, "evict"):
             raise PCConfigError(
                 f"algorithm.exclude_threshold_upper={self.pc.pilot.evict_threshold} needs a dataset that can evict "

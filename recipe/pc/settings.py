@@ -340,6 +340,12 @@ def check_supported_options(config) -> None:
         if value != default:
             shown = "null" if default is None else default
             raise PCConfigError(f"{name}={value!r} is not supported: {why}; leave it at {shown}")
+    corr = OmegaConf.select(config, "algorithm.rollout_correction", default=None)
+    if corr is not None and (corr.get("bypass_mode") or corr.get("rollout_is") or corr.get("rollout_rs")):
+        raise PCConfigError(
+            "algorithm.rollout_correction is on, but reused pilot rollouts come from a policy up to "
+            "buffer_max_off_steps + 1 steps old and carry no matching behaviour log-probs; turn it off"
+        )
     estimator = OmegaConf.select(config, "algorithm.adv_estimator", default=None)
     if str(estimator).lower() == "remax":
         raise PCConfigError(

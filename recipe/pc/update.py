@@ -37,6 +37,9 @@ from recipe.pc.allocation import group_stats
 from recipe.pc.generation import ROLLOUT_STEP
 from recipe.pc.minibatch import mini_batch_plan, pad_partial_mini_batch
 
+# What verl.utils.debug.metrics.calculate_debug_metrics reads of a batch.
+DEBUG_METRIC_FIELDS = ["rollout_log_probs", "old_log_probs", "response_mask", "responses"]
+
 GDPO_ESTIMATORS = ("gdpo",)
 
 
@@ -121,11 +124,15 @@ class UpdateMixin:
             # Reused pilots' rollout log-probs are from the policy that generated them, up to
             # buffer_max_off_steps + 1 steps old: verl's difference measures their staleness too. The
             # difference over this step's rows alone is the rollout engine's mismatch with the actor.
-            metrics.update(calculate_debug_metrics(batch))
+            debug = calculate_debug_metrics(batch)
+            metrics.update(debug)
             fresh = np.flatnonzero(batch.non_tensor_batch[ROLLOUT_STEP] == self.global_steps)
-            if len(fresh):
-                fresh_metrics = calculate_debug_metrics(batch.select_idxs(fresh))
-                metrics[m.FRESH_PROBS_DIFF] = fresh_metrics["training/rollout_probs_diff_mean"]
+            if len(fresh) == len(batch):  # GRPO, DAPO, and PC steps without reused pilots
+                metrics[m.FRESH_PROBS_DIFF] = debug["training/rollout_probs_diff_mean"]
+            elif len(fresh):
+                # Only the fields verl's debug metrics read, not a copy of the whole batch.
+                rows = batch.select(batch_keys=DEBUG_METRIC_FIELDS, non_tensor_batch_keys=[]).select_idxs(fresh)
+                metrics[m.FRESH_PROBS_DIFF] = calculate_debug_metrics(rows)["training/rollout_probs_diff_mean"]
         return batch
 
     def _balance_batch(self, batch: DataProto, metrics, logging_prefix="global_seqlen", keep_minibatch=False):

@@ -40,7 +40,7 @@ from pathlib import Path
 import pandas as pd
 
 from recipe.pc import metric_names as m
-from recipe.pc_tools.logs import ReportError, load_run
+from recipe.pc_tools.logs import ReportError, load_run, merge_steps
 
 MAX_DIFF_RATIO = 1.5
 MIN_REWARD_GAIN = 0.1
@@ -54,12 +54,10 @@ REFERENCE_UPDATE = ("policy loss pc_reference", "reference row order", "a partia
 
 def metrics(run: Path, *needed: str) -> pd.DataFrame:
     """The run's metrics: ``metrics.jsonl``, or its phases' files (``metrics_first.jsonl``, ...) one after another."""
-    files = sorted(
-        run.glob("metrics*.jsonl"), key=lambda p: (p.name != "metrics.jsonl", p.name != "metrics_first.jsonl")
-    )
+    files = sorted(run.glob("metrics*.jsonl"))
     if not files:
         raise ReportError(f"{run}: no metrics*.jsonl")
-    frame = pd.concat([load_run(path) for path in files]).sort_index()
+    frame = merge_steps(pd.concat([load_run(path) for path in files]))
     missing = [name for name in needed if name not in frame.columns]
     if missing:
         hint = " (log it with actor_rollout_ref.rollout.calculate_log_probs=true)" if PROBS_DIFF in missing else ""

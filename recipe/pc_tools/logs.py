@@ -101,10 +101,10 @@ def _frame_from_records(records: list[tuple[int, dict[str, float]]], where: Path
         raise ReportError(f"{where}: no log lines")
     steps = [step for step, _ in records]
     frame = pd.DataFrame([data for _, data in records], index=pd.Index(steps, name="step"))
-    return _merge_steps(frame)
+    return merge_steps(frame)
 
 
-def _merge_steps(frame: pd.DataFrame) -> pd.DataFrame:
+def merge_steps(frame: pd.DataFrame) -> pd.DataFrame:
     # groupby().last() takes each column's last non-null value, so lines sharing a step combine.
     frame = frame.groupby(level=0, sort=True).last()
     frame.index = frame.index.astype(int).rename("step")
@@ -157,7 +157,7 @@ def _load_csv(path: Path) -> pd.DataFrame:
     prefixes = {c.split(" - ", 1)[0] for c in metrics if " - " in c}
     if len(prefixes) == 1 and all(" - " in c for c in metrics):  # W&B chart export: "<run name> - <metric>"
         frame.columns = [c.split(" - ", 1)[1] for c in metrics]
-    return _merge_steps(frame)
+    return merge_steps(frame)
 
 
 def _load_tensorboard(folder: Path) -> pd.DataFrame:

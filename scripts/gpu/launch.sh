@@ -65,7 +65,7 @@ case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | t
   batch-plan)
     # The runs `batch FILE [NAME...]` would start, one line each: NAME GPU MIX SCRIPT OVERRIDES. Names given pick
     # those lines of FILE (a name not in FILE is an error, before anything starts); run i goes on the i-th GPU, mod
-    # their count, of GPUS (default: all NGPUS, which defaults to the GPUs nvidia-smi lists). GPUS keeps a lease's
+    # their count, of GPUS (default: all NGPUS, which defaults to the GPUs nvidia-smi lists). GPUS keeps a host's
     # runs apart: groups-of-64 runs alone on some GPUs, the groups-of-16 runs packed on the others.
     file=${2:?a batch file, e.g. docs/results/regimes/batch3.txt}
     shift 2
@@ -148,7 +148,7 @@ case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | t
     #     --pair grpo $RUNS/grpo_tp1_learn $RUNS/grpo_tp2_learn
     mkdir -p $RUNS
     export CPUS=8 STAGGER=${STAGGER_CHECKS:-30}
-    learn="trainer.n_gpus_per_node=2 actor_rollout_ref.rollout.calculate_log_probs=true trainer.test_freq=-1"
+    learn="trainer.n_gpus_per_node=2 trainer.test_freq=-1"  # rollout.calculate_log_probs is on by default
     for tp in 2 1; do
       run pc_tp${tp}_learn 0,1 MODEL_PATH=$EVEN DATA_DIR=$D/calibrated STEPS=20 bash train_scripts/arith_pc_1gpu.sh \
         $learn actor_rollout_ref.rollout.tensor_model_parallel_size=$tp
@@ -267,7 +267,7 @@ PY
     for f in $RUNS/*/log.txt; do
       [ -f "$f" ] && echo "$(basename "$(dirname "$f")"): $(grep -ao 'Ray slot [0-9]* .*' "$f" | tail -n 1 | cut -c1-160)"
     done
-    tail -n 3 $RUNS/*/log.txt | cut -c1-300
+    tail -n 3 $RUNS/*/log.txt 2>/dev/null | cut -c1-300 || true
     nvidia-smi --query-gpu=index,memory.used --format=csv
     ;;
 esac

@@ -7,9 +7,8 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 
-from support import TRAIN_SCRIPTS
+from support import TRAIN_SCRIPTS, wait_until
 
 SCRIPT = os.path.join(TRAIN_SCRIPTS, "ray_cluster.sh")
 
@@ -80,16 +79,6 @@ def _node_ports(base: int) -> list[str]:
     ]
 
 
-def _wait_until(condition, what: str, timeout: float = 120.0):
-    """Poll ``condition`` until it holds (returning its value) or ``timeout`` s pass: a loaded machine is slow,
-    not wrong, so the deadline is generous and only a condition that never comes fails."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, f"after {timeout} s: {what}"
-        time.sleep(0.2)
-    return value
-
-
 def test_two_nodes_on_one_host_and_stop_touches_only_its_own(tmp_path):
     # Short temp dirs: Ray's unix sockets live under them and socket paths are limited to 107 bytes.
     short = tempfile.mkdtemp(prefix="rc", dir="/tmp")
@@ -136,7 +125,7 @@ def test_two_nodes_on_one_host_and_stop_touches_only_its_own(tmp_path):
         )
         # The worker starts first and waits for the head, as under a scheduler: its wait loop is running.
         waiting = ["pgrep", "-P", str(worker.pid), "-f", f"^python3 - 127.0.0.1 {head_port} "]
-        _wait_until(lambda: subprocess.run(waiting, capture_output=True).returncode == 0, "the worker never waited")
+        wait_until(lambda: subprocess.run(waiting, capture_output=True).returncode == 0, "the worker never waited")
         head = subprocess.run(
             ["bash", SCRIPT, "head", str(probe)],
             env=_env(tmp_path, NNODES="2", RAY_PORT=str(head_port), RAY_TMP=h),
@@ -153,7 +142,7 @@ def test_two_nodes_on_one_host_and_stop_touches_only_its_own(tmp_path):
         stop = subprocess.run(["bash", SCRIPT, "stop"], env=_env(tmp_path, RAY_TMP=w), capture_output=True, text=True)
         assert "stopped 1 Ray node(s)" in stop.stdout, stop.stdout + stop.stderr
         # A killed raylet still lists its arguments until it has exited: wait for that, not for a fixed time.
-        _wait_until(
+        wait_until(
             lambda: not any(d.startswith((w, h)) for d in _raylet_temp_dirs()), "a stopped node's raylet still runs"
         )
         assert bystander in _raylet_temp_dirs()  # a Ray this script did not start keeps running

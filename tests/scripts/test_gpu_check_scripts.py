@@ -5,10 +5,9 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 
 import pytest
-from support import ROOT
+from support import ROOT, wait_until
 
 SCRIPT = os.path.join(ROOT, "scripts", "gpu", "retry_start.sh")
 STEP = '{"step": 1, "data": {"training/global_step": 1}}'
@@ -414,11 +413,9 @@ def test_two_nodes_trains_then_resumes_on_a_fresh_pair_of_nodes(tmp_path):
     out = subprocess.run(["bash", script, "/m", "/d", "a=1"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "first: exit code 0" in out.stdout and "resumed: exit code 0" in out.stdout
-    for _ in range(50):  # the worker starts in the background
-        lines = calls.read_text().splitlines()
-        if sum(line.startswith("worker ") for line in lines) == 2:
-            break
-        time.sleep(0.1)
+    # The workers start in the background.
+    wait_until(lambda: calls.read_text().count("worker ") == 2, "two workers started")
+    lines = calls.read_text().splitlines()
     workers = [line for line in lines if line.startswith("worker ")]
     heads = [line for line in lines if line.startswith("head ")]
     stops = [line for line in lines if line.startswith("stop ")]

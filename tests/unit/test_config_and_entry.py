@@ -366,3 +366,13 @@ def test_unknown_tie_order_is_refused_naming_the_key():
         PCSettings.from_config(compose_pc_config(["algorithm.buffer_tie_order=older"]))
     with pytest.raises(PCConfigError, match="algorithm.dapo_step_unit='rounds'"):
         PCSettings.from_config(compose_pc_config(["algorithm.dapo_step_unit=rounds"]))
+
+
+@pytest.mark.parametrize("switch", ["bypass_mode", "rollout_is", "rollout_rs"])
+def test_rollout_correction_is_refused_at_start_up_before_ray(switch, valid_overrides):
+    value = "true" if switch == "bypass_mode" else "token"
+    config = compose_pc_config([*valid_overrides, f"algorithm.rollout_correction.{switch}={value}"])
+    problems, _ = preflight(config, fetch_model=False)
+    assert len(problems) == 1 and problems[0].startswith("algorithm.rollout_correction is on, but reused pilot"), (
+        problems
+    )
