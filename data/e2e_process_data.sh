@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds every math train and eval parquet of spec §11 under $DATA_DIR (default ~/data) from the hub.
+# Builds every math train and eval parquet the paper scripts read, under $DATA_DIR (default ~/data), from the hub.
 #   DATA_DIR=/path/to/data bash data/e2e_process_data.sh
 # Every set is written twice: cleaned here (PRESET=improved of train_scripts/) and as the authors'
 # processors write it (--as-authors, folders ending in _as_authors; PRESET=reference). See --help.
@@ -9,7 +9,7 @@ usage() {
   cat <<'USAGE'
 Usage: [DATA_DIR=DIR] [PYTHON=python] bash data/e2e_process_data.sh
 
-Downloads and writes every math train and eval parquet of spec §11, cleaned here (PRESET=improved):
+Downloads and writes every math train and eval parquet the paper scripts read, cleaned here (PRESET=improved):
   DIR/deepmath_103k_filtered/{train,test}.parquet   (zwhe99/DeepMath-103K filtered here)
   DIR/deepmath_103k_prefiltered/{train,test}.parquet (the authors' friendshipkim/DeepMath-103K-filtered,
                                                      cleaned here)

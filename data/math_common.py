@@ -2,7 +2,7 @@
 
 Every processor turns its source rows into ``SourceProblem`` objects, drops bad ones with
 ``clean_problems`` (each drop counted per reason and logged), builds one record per kept problem with
-``make_record`` and writes them with ``write_parquet``. A record follows the schema of spec §11:
+``make_record`` and writes them with ``write_parquet``. Every record has this schema:
 
     data_source   str
     prompt        [{"role": "system", "content": ""}, {"role": "user", "content": problem + BOXED_SUFFIX}]
@@ -127,7 +127,7 @@ def setup_logging() -> None:
 
 
 def default_out_dir(subdir: str) -> str:
-    """``$DATA_DIR/<subdir>``, with DATA_DIR defaulting to ``~/data`` as in spec §11."""
+    """``$DATA_DIR/<subdir>``, with DATA_DIR defaulting to ``~/data`` as the train scripts expect."""
     return os.path.join(os.path.expanduser(os.environ.get("DATA_DIR", "~/data")), subdir)
 
 

@@ -8,7 +8,7 @@ file holds about 100 identical copies of every problem. This script
    dropped and counted as ``unrecognised_prompt`` rather than trained on with the old instruction;
 2. keeps the first copy of every original ``extra_info.index`` (counted as ``duplicate_id``), and drops
    rows with an empty problem or ground truth;
-3. writes the boxed-answer prompt of spec §11. ``extra_info.original_id`` is the original (UUID)
+3. writes the boxed-answer prompt of ``math_common.make_prompt``. ``extra_info.original_id`` is the original (UUID)
    ``extra_info.index``; the new ``index`` runs 0..n-1.
 
 With ``--as-authors`` the rows are those of the authors' processor: the first row of every original

@@ -25,7 +25,7 @@ NO_DROPS = {"empty_problem": 0, "missing_answer": 0, "duplicate_id": 0, "duplica
 
 
 def assert_record_schema(path, extra_fields=()):
-    """One struct type for the whole file, with the exact spec §11 fields and types."""
+    """One struct type for the whole file, with the exact fields of math_common's record schema and types."""
     schema = pq.read_schema(path)
     message = pa.struct([("role", pa.string()), ("content", pa.string())])
     assert schema.field("data_source").type == pa.string()
