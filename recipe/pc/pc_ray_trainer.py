@@ -40,7 +40,7 @@ from recipe.pc.parallel import MicroBatches, check_parallel_sizes, micro_batches
 from recipe.pc.rollout_dump import discard_after
 from recipe.pc.settings import PCConfigError, PCSettings
 from recipe.pc.stages.prompt_filter import make_prompt_filter
-from recipe.pc.step import RunCounters, StepState, run_round
+from recipe.pc.step import RunCounters, StepState, round_uids, run_round
 from recipe.pc.update import UpdateMixin
 
 # Its level comes from the "recipe.pc" package logger (PC_LOGGING_LEVEL, set in the TaskRunner).
@@ -188,9 +188,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         step.rounds += 1
         self.counters.total_sampling_rounds += 1
         self.counters.total_consumed_prompts += len(prompts)
-        prompts.non_tensor_batch["uid"] = np.array(
-            [f"{self.counters.gen_round}:{i}" for i in prompts.non_tensor_batch["index"]], dtype=object
-        )
+        prompts.non_tensor_batch["uid"] = round_uids(self.counters.gen_round, prompts.non_tensor_batch["index"])
         prompts.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
         return prompts
 

@@ -93,6 +93,12 @@ class StepState:
         )
 
 
+def round_uids(gen_round: int, ids: np.ndarray) -> np.ndarray:
+    """The uids of a round's prompts: a prompt drawn again in a later round is a new group, never merged with its
+    earlier rollouts."""
+    return np.array([f"{gen_round}:{i}" for i in ids], dtype=object)
+
+
 def run_round(
     allocator: Allocator,
     prompt_filter,

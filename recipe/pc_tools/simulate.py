@@ -19,7 +19,7 @@ from verl import DataProto
 from recipe.pc.allocators import make_allocator
 from recipe.pc.settings import PCSettings, SkipSettings
 from recipe.pc.stages.prompt_filter import make_prompt_filter
-from recipe.pc.step import StepState, run_round
+from recipe.pc.step import StepState, round_uids, run_round
 
 MAX_ROUNDS_WITHOUT_LIMIT = 10_000  # a step that has not filled after this many rounds (no round limit) raises
 MAX_EPOCHS_A_ROUND = 100  # the dataloader passes a skipping filter may take for one round (the trainer: total_epochs)
@@ -74,8 +74,7 @@ class SimulatedRun:
             prompts = next(self.rounds)
             self.gen_round += 1
             state.rounds += 1
-            ids = prompts.non_tensor_batch["index"]
-            prompts.non_tensor_batch["uid"] = np.array([f"{self.gen_round}:{i}" for i in ids], dtype=object)
+            prompts.non_tensor_batch["uid"] = round_uids(self.gen_round, prompts.non_tensor_batch["index"])
             run_round(
                 self.allocator, self.prompt_filter, state, prompts, number, settings.train_batch_size, self._generate
             )

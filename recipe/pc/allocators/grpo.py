@@ -59,7 +59,8 @@ class GRPOAllocator(Allocator):
         first_rows = verdict.stats.first_row[kept]
         n, m = self.pc.n_generated, self.pc.n_commit
         if self.pc.downsample.n is None:
-            result.segments = [Segment(rows.select_idxs(group_rows(first_rows, m)))]
+            # The index, not a selected copy: the trainer copies the rows once, into its batch.
+            result.segments = [Segment(rows, group_rows(first_rows, m))]
         else:
             result.downsampled_rollouts = int(kept.size) * (n - m)
             result.segments = [Segment(rows, downsample_rows(values, first_rows, n, m, self.rng))]
