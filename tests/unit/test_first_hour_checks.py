@@ -23,7 +23,7 @@ from conftest import ROOT, compose_pc_config
 from omegaconf import OmegaConf, open_dict
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from support import valid_overrides
+from support import build_trainer, valid_overrides
 
 from recipe.pc import main_pc
 from recipe.pc.known_warnings import KNOWN_VERL_WARNINGS, filter_known_warnings
@@ -266,63 +266,10 @@ def test_a_finished_run_leaves_no_dataloader_worker_alive(tmp_path, tokenizer, m
     """verl builds the train loader with torchdata's StatefulDataLoader, which keeps its iterator, and a run stops
     mid-epoch: its workers outlived fit(). Ray SIGKILLs an actor's child processes as the actor exits, and torch's
     SIGCHLD handler then printed "DataLoader worker (pid ...) is killed by signal: Killed" after a good run."""
-    from pc_standins import (
-        ReplicaState,
-        StandInActorWorkerGroup,
-        StandInAgentLoopManager,
-        StandInCheckpointManager,
-        write_prompt_parquet,
-    )
-    from verl.single_controller.ray import ResourcePoolManager
-    from verl.trainer.ppo.utils import Role
-    from verl.utils.dataset.rl_dataset import collate_fn
-
-    from recipe.pc.dataset import PilotCommitDataset
-    from recipe.pc.pc_ray_trainer import RayPCTrainer
-
     monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(tmp_path / "metrics.jsonl"))
-    data = write_prompt_parquet(str(tmp_path / "train.parquet"), [0.5] * 64)
-    cfg = compose_pc_config(
-        [
-            f"data.train_files={data}",
-            f"data.val_files={data}",
-            "data.train_batch_size=4",
-            "data.gen_batch_size=8",
-            "data.max_prompt_length=48",
-            "data.max_response_length=6",
-            "data.filter_overlong_prompts=False",
-            "data.dataloader_num_workers=2",
-            "actor_rollout_ref.model.path=/no/model/needed",
-            "actor_rollout_ref.rollout.name=vllm",
-            "actor_rollout_ref.rollout.n=4",
-            "actor_rollout_ref.rollout.agent.num_workers=2",
-            "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
-            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
-            "algorithm.exploration.n=4",
-            "trainer.logger=['file']",
-            "trainer.val_before_train=False",
-            "trainer.test_freq=-1",
-            "trainer.save_freq=-1",
-            "trainer.total_training_steps=2",  # 2 of 8 batches: the run ends mid-epoch
-            "trainer.n_gpus_per_node=2",
-            "trainer.device=cpu",
-            f"trainer.default_local_dir={tmp_path / 'ckpt'}",
-        ]
-    )
-    trainer = RayPCTrainer(
-        config=cfg,
-        tokenizer=tokenizer,
-        role_worker_mapping={Role.ActorRollout: object},
-        resource_pool_manager=ResourcePoolManager({"global_pool": [2]}, {Role.ActorRollout: "global_pool"}),
-        train_dataset=PilotCommitDataset(data_files=data, tokenizer=tokenizer, config=cfg.data),
-        val_dataset=PilotCommitDataset(data_files=data, tokenizer=tokenizer, config=cfg.data),
-        collate_fn=collate_fn,
-    )
-    replicas = ReplicaState()
-    trainer.actor_rollout_wg = StandInActorWorkerGroup(2, replicas, cfg.actor_rollout_ref)
-    trainer.async_rollout_manager = StandInAgentLoopManager(cfg, tokenizer, replicas)
-    trainer.checkpoint_manager = StandInCheckpointManager(replicas)
+    # Loader workers of their own; 2 steps of 8 generation batches: the run ends mid-epoch.
+    extra = ("data.dataloader_num_workers=2", "trainer.total_training_steps=2")
+    trainer = build_trainer(tmp_path, tokenizer, probs=[0.5] * 64, agent_workers=2, extra=extra)
     before = set(multiprocessing.active_children())
     trainer.fit()
     assert trainer.global_steps == 2 and trainer.train_dataloader._iterator is not None  # it did stop mid-epoch
