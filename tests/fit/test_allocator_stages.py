@@ -81,10 +81,8 @@ def test_a_split_that_does_not_divide_says_the_group_counts_kept_rollouts(tmp_pa
 
 
 def run(tmp_path, tokenizer, extra):
-    log = env_file_logger(tmp_path)
-    trainer = build_trainer(tmp_path, tokenizer, extra=[f"trainer.total_training_steps={STEPS}", *extra])
-    trainer.fit()
-    return trainer, step_records(log)
+    done = fit_run(tmp_path, tokenizer, [f"trainer.total_training_steps={STEPS}", *extra])
+    return done.trainer, done.steps
 
 
 def generation_calls(trainer):

@@ -5,7 +5,7 @@ from collections import Counter
 import numpy as np
 import pytest
 from pc_standins import env_file_logger, step_records
-from support import N_COMMIT, B, G, build_trainer
+from support import N_COMMIT, B, G, build_trainer, fit_run
 
 from recipe.pc.settings import PCConfigError
 
@@ -13,23 +13,16 @@ STEPS = 5
 
 
 def run(tmp_path, tokenizer, method, extra=()):
-    log = env_file_logger(tmp_path)
-    trainer = build_trainer(
-        tmp_path,
-        tokenizer,
-        extra=[f"algorithm.rollout_allocation={method}", f"trainer.total_training_steps={STEPS}", *extra],
+    done = fit_run(
+        tmp_path, tokenizer, [f"algorithm.rollout_allocation={method}", f"trainer.total_training_steps={STEPS}", *extra]
     )
-    trainer.fit()
-    return trainer, step_records(log)
+    return done.trainer, done.steps
 
 
 @pytest.fixture
 def pc_keys(tmp_path, tokenizer):
-    (tmp_path / "pc").mkdir()
-    log = env_file_logger(tmp_path / "pc")
-    trainer = build_trainer(tmp_path / "pc", tokenizer, extra=[f"trainer.total_training_steps={STEPS}"])
-    trainer.fit()
-    return {k for k in step_records(log)[-1] if k.split("/")[0] in ("rollout_stats", "filtering_stats", "training")}
+    last = fit_run(tmp_path / "pc", tokenizer, [f"trainer.total_training_steps={STEPS}"]).steps[-1]
+    return {k for k in last if k.split("/")[0] in ("rollout_stats", "filtering_stats", "training")}
 
 
 def test_grpo_is_one_round_of_b_by_n_per_step(tmp_path, tokenizer, pc_keys):

@@ -25,10 +25,7 @@ def state_path(tmp_path, step):
 
 
 def fit(tmp_path, tokenizer, steps, extra=(), **kwargs):
-    env_file_logger(tmp_path)
-    trainer = build_trainer(tmp_path, tokenizer, extra=[f"trainer.total_training_steps={steps}", *extra], **kwargs)
-    trainer.fit()
-    return trainer
+    return fit_run(tmp_path, tokenizer, [f"trainer.total_training_steps={steps}", *extra], **kwargs).trainer
 
 
 def resume_fails(tmp_path, tokenizer, match, extra=()):

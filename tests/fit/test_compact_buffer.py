@@ -11,8 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import torch
-from pc_standins import env_file_logger
-from support import assert_resumed_like, build_trainer, fit_run
+from support import assert_resumed_like, fit_run
 from tensordict import TensorDict
 from verl import DataProto
 
@@ -107,13 +106,8 @@ def recording(cls):
 
 
 def run(tmp_path, tokenizer, cls, extra, probs=None, name="run"):
-    folder = tmp_path / name
-    folder.mkdir()
-    env_file_logger(folder)
     kwargs = {} if probs is None else {"probs": probs}
-    trainer = build_trainer(folder, tokenizer, trainer_cls=recording(cls), extra=extra, **kwargs)
-    trainer.fit()
-    return trainer
+    return fit_run(tmp_path / name, tokenizer, extra, trainer_cls=recording(cls), **kwargs).trainer
 
 
 def assert_same_batches(new, old):
