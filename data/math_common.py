@@ -502,6 +502,18 @@ def check_paths(parser: argparse.ArgumentParser, local_path: str | None, out_dir
         parser.error(f"--out_dir {out_dir}: exists and is not a folder")
 
 
+def train_set_main(doc: str, hub_id: str, folder: str, process: Callable[..., ProcessResult], data_source: str) -> None:
+    """The command line of a processor of one train set: ``process(out_dir, local_path, as_authors)``."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--local_path", help=f"local .parquet/.json/.jsonl file or folder instead of {hub_id}")
+    add_output_arguments(ap, folder)
+    args = ap.parse_args()
+    out_dir = out_dir_of(args, folder)
+    check_paths(ap, args.local_path, out_dir)
+    setup_logging()
+    run_processor(ap, process, out_dir, args.local_path, args.as_authors).print_report(data_source)
+
+
 def run_processor(parser: argparse.ArgumentParser, process: Callable[..., ProcessResult], *args) -> ProcessResult:
     """Run ``process``; a problem with the source data or a data-dependent argument (a bad row, a missing
     column, a test split larger than the data, an unreachable hub) ends the command with one line, exit 2."""

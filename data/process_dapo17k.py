@@ -26,7 +26,6 @@ Output: ``dapo_formatted/dapo-math-17k-nosystem-boxed-dedup.parquet``, data_sour
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 
@@ -36,17 +35,13 @@ from math_common import (
     Keyed,
     ProcessResult,
     SourceProblem,
-    add_output_arguments,
     authors_record,
-    check_paths,
     clean_problems,
     is_missing,
     load_rows,
     log_drops,
     make_record,
-    out_dir_of,
-    run_processor,
-    setup_logging,
+    train_set_main,
     write_compared,
 )
 
@@ -165,15 +160,7 @@ def process_dapo(out_dir: str, local_path: str | None = None, as_authors: bool =
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--local_path", help=f"local .parquet/.json/.jsonl file or folder instead of {HUB_ID}")
-    add_output_arguments(ap, FOLDER)
-    args = ap.parse_args()
-    out_dir = out_dir_of(args, FOLDER)
-    check_paths(ap, args.local_path, out_dir)
-    setup_logging()
-    result = run_processor(ap, process_dapo, out_dir, args.local_path, args.as_authors)
-    result.print_report(DATA_SOURCE)
+    train_set_main(__doc__, HUB_ID, FOLDER, process_dapo, DATA_SOURCE)
 
 
 if __name__ == "__main__":

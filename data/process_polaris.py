@@ -17,24 +17,19 @@ Output: ``polaris_53k/train.parquet``, data_source ``polaris_53k``, ability ``ma
 
 from __future__ import annotations
 
-import argparse
 import os
 
 from math_common import (
     Keyed,
     ProcessResult,
     SourceProblem,
-    add_output_arguments,
     authors_record,
     authors_text,
-    check_paths,
     clean_problems,
     difficulty_to_str,
     load_rows,
     make_record,
-    out_dir_of,
-    run_processor,
-    setup_logging,
+    train_set_main,
     write_compared,
 )
 
@@ -86,15 +81,7 @@ def process_polaris(out_dir: str, local_path: str | None = None, as_authors: boo
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--local_path", help=f"local .parquet/.json/.jsonl file or folder instead of {HUB_ID}")
-    add_output_arguments(ap, FOLDER)
-    args = ap.parse_args()
-    out_dir = out_dir_of(args, FOLDER)
-    check_paths(ap, args.local_path, out_dir)
-    setup_logging()
-    result = run_processor(ap, process_polaris, out_dir, args.local_path, args.as_authors)
-    result.print_report(DATA_SOURCE)
+    train_set_main(__doc__, HUB_ID, FOLDER, process_polaris, DATA_SOURCE)
 
 
 if __name__ == "__main__":
