@@ -227,6 +227,11 @@ class Segment:
     def non_tensor(self) -> dict[str, np.ndarray]:
         return self.rows.non_tensor if isinstance(self.rows, CompactRows) else self.rows.non_tensor_batch
 
+    def column(self, key: str) -> np.ndarray:
+        """The segment's rows of one non-tensor field."""
+        values = self.non_tensor[key]
+        return values if self.index is None else values[self.index]
+
     def tensor_keys(self) -> set[str]:
         if isinstance(self.rows, CompactRows):
             return set(self.rows.fields)
@@ -303,10 +308,7 @@ def assemble(segments: list[Segment], buffers: BatchBuffers | None, what: str) -
                 else:
                     torch.index_select(src, 0, index, out=out[key][start:stop])
         start = stop
-    non_tensor = {
-        k: np.concatenate([s.non_tensor[k] if s.index is None else s.non_tensor[k][s.index] for s in segments])
-        for k in segments[0].non_tensor
-    }
+    non_tensor = {k: np.concatenate([s.column(k) for s in segments]) for k in segments[0].non_tensor}
     # Key order as the rollout produced it, so the batch looks exactly like a concatenated one.
     batch = TensorDict({k: out[k] for k in _key_order(segments[0])}, batch_size=[total])
     return DataProto(batch=batch, non_tensor_batch=non_tensor, meta_info={})

@@ -21,28 +21,14 @@ ROLLOUT_STEP = "pc_rollout_step"
 IS_PILOT = "pc_is_pilot"
 
 
-class RoundTiming:
-    """The agent loop's timing keys of a step's generation calls, aggregated over its rounds.
+def aggregate_round_timing(rounds: list[tuple[dict, int]]) -> dict:
+    """One step's agent-loop timing keys from its generation calls' (timing, rows) pairs.
 
     Each call reports min/max/mean over its rows and the timings of its slowest row
     (AgentLoopManager._performance_metrics); summing those over rounds would be wrong. A step's
     values: min of mins, max of maxes, row-weighted mean of means, the slowest row of all rounds;
-    any other key is a duration and is summed. State resets with each step's timing dict.
+    any other key is a duration and is summed.
     """
-
-    def __init__(self):
-        self._owner: dict | None = None
-        self._rounds: list[tuple[dict, int]] = []
-
-    def add(self, timing_raw: dict, timing: dict, rows: int) -> None:
-        if self._owner is not timing_raw:
-            self._owner, self._rounds = timing_raw, []
-        self._rounds.append((timing, rows))
-        timing_raw.update(aggregate_round_timing(self._rounds))
-
-
-def aggregate_round_timing(rounds: list[tuple[dict, int]]) -> dict:
-    """One step's agent-loop timing from per-round (timing, rows) pairs; see ``RoundTiming``."""
     merged: dict = {}
     total_rows = sum(rows for _, rows in rounds)
     for key in {k for timing, _ in rounds for k in timing if "/slowest/" not in k}:
@@ -102,7 +88,8 @@ class GenerationMixin:
                 f"for prompt ids {ids[:20].tolist()}{' ...' if len(ids) > 20 else ''}: {type(err).__name__}: {err}"
             ) from err
         extra_keys = list(output.meta_info.get("reward_extra_keys", []))
-        self._round_timing.add(step.timing, output.meta_info.pop("timing", {}), rows=len(output))
+        step.generation_timings.append((output.meta_info.pop("timing", {}), len(output)))
+        step.timing.update(aggregate_round_timing(step.generation_timings))
         output = unpad_dataproto(output, pad)
         if len(output) != num_rows:
             raise RuntimeError(f"generation returned {len(output)} rows for {num_rows} inputs")

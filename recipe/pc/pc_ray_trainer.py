@@ -33,7 +33,7 @@ from recipe.pc import metric_names as m
 from recipe.pc.allocators import make_allocator
 from recipe.pc.checkpointing import CheckpointMixin
 from recipe.pc.compact import BatchBuffers, Segment, assemble
-from recipe.pc.generation import ROLLOUT_STEP, GenerationMixin, RoundTiming  # noqa: F401 (re-exported)
+from recipe.pc.generation import GenerationMixin
 from recipe.pc.metrics import step_metrics
 from recipe.pc.minibatch import mini_batch_plan
 from recipe.pc.parallel import MicroBatches, check_parallel_sizes, micro_batches, trainable_unit
@@ -77,7 +77,6 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         self._resumed_from: str | None = None
         self._weights_version = -1  # the step whose actor weights the rollout replicas hold
         self._batch_buffers = BatchBuffers()
-        self._round_timing = RoundTiming()
 
     def _check_supported_features(self) -> None:
         if self.pc.pilot.evict_threshold is not None and not hasattr(self.train_dataset, "evict"):
@@ -289,7 +288,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         segments = [s for s in step.segments if len(s)]
         if not segments:
             raise RuntimeError(f"step {self.global_steps} has no training rows to assemble")
-        uid_parts = [s.non_tensor["uid"] if s.index is None else s.non_tensor["uid"][s.index] for s in segments]
+        uid_parts = [s.column("uid") for s in segments]
         uids, first, counts = np.unique(np.concatenate(uid_parts), return_index=True, return_counts=True)
         if (counts != self.pc.group_size).any() or len(uids) > self.pc.train_batch_size:
             raise RuntimeError(

@@ -44,6 +44,7 @@ class StepState:
     pilot_values: list[np.ndarray] = field(default_factory=list)
     commit_ages: list[np.ndarray] = field(default_factory=list)
     timing: dict = field(default_factory=dict)  # verl's timing_raw for the step
+    generation_timings: list[tuple[dict, int]] = field(default_factory=list)  # each call's agent-loop timing, rows
 
     @property
     def committed_prompts(self) -> int:
@@ -90,6 +91,7 @@ class StepState:
             padding_rollouts=self.padding_rollouts,
             downsampled_rollouts=self.downsampled_rollouts,
             timing=self.timing,
+            generation_timings=self.generation_timings,
         )
 
 

@@ -104,9 +104,8 @@ def _informative_groups(state: StepState) -> int:
     segments = [s for s in state.segments if len(s)]
     if not segments:
         return 0
-    pick = [(s.non_tensor, slice(None) if s.index is None else s.index) for s in segments]
-    uid = np.concatenate([rows["uid"][i] for rows, i in pick])
-    acc = np.concatenate([np.asarray(rows["acc"], dtype=np.float64)[i] for rows, i in pick])
+    uid = np.concatenate([s.column("uid") for s in segments])
+    acc = np.concatenate([np.asarray(s.column("acc"), dtype=np.float64) for s in segments])
     _, group, count = np.unique(uid, return_inverse=True, return_counts=True)
     mean = np.bincount(group, weights=acc) / count
     spread = np.bincount(group, weights=(acc - mean[group]) ** 2) > 0

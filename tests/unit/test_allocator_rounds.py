@@ -184,6 +184,33 @@ def test_dapo_trains_the_groups_whose_scores_vary_whatever_their_mean():
     (request,), result = round_of(alloc, tally, prompt_rows(list(groups)), lambda r: {r[0].name: rows})
     assert (request.kind, request.n) == (GROUP, 4)
     (segment,) = result.segments
-    assert segment.rows.non_tensor_batch["index"].tolist() == [3] * 4 + [5] * 4
+    assert segment.column("index").tolist() == [3] * 4 + [5] * 4
     assert (tally.passed, tally.too_correct, tally.too_incorrect) == (2, 2, 2)
     assert tally.committed_ids == {3, 5}
+
+
+def test_a_step_cut_at_an_epoch_end_keeps_its_counts_and_timings_but_not_its_batch():
+    """Catches: the rollouts or generation timings of a partial batch dropped at an epoch end going uncounted."""
+    cut = StepState(
+        rounds=2,
+        dropped_rounds=1,
+        pilot_rollouts=32,
+        commit_rollouts=16,
+        padding_rollouts=2,
+        downsampled_rollouts=4,
+        passed=3,
+        committed_ids={1, 2},
+        segments=[object()],
+        timing={"gen": 1.5},
+        generation_timings=[({"agent_loop/generate_sequences/min": 0.2}, 8)],
+    )
+    fresh = cut.carry_counts_only(epoch=1)
+    assert (fresh.began_at_epoch, fresh.rounds, fresh.dropped_rounds) == (1, 0, 3)
+    assert (fresh.pilot_rollouts, fresh.commit_rollouts, fresh.padding_rollouts, fresh.downsampled_rollouts) == (
+        32,
+        16,
+        2,
+        4,
+    )
+    assert (fresh.passed, fresh.committed_ids, fresh.segments) == (0, set(), [])
+    assert fresh.timing == {"gen": 1.5} and fresh.generation_timings == cut.generation_timings
