@@ -18,7 +18,6 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-import tomllib
 from conftest import ROOT, compose_pc_config
 from omegaconf import OmegaConf, open_dict
 from packaging.requirements import Requirement
@@ -311,12 +310,28 @@ DISTRIBUTIONS = {
 }
 
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+# The repository's own modules that scripts and tests import by file name (data/math_common.py, tests/support.py)
+# or as a folder (data.process_arithmetic).
+LOCAL_FOLDERS = ("data", "scripts", "tests", "benchmarks")
+LOCAL_MODULES = set(LOCAL_FOLDERS) | {
+    name.removesuffix(".py")
+    for folder in LOCAL_FOLDERS
+    for _, _, files in os.walk(os.path.join(ROOT, folder))
+    for name in files
+    if name.endswith(".py")
+}
+
+
 def third_party_imports(folders: list[str]) -> dict[str, str]:
     """Top-level modules imported anywhere under ``folders`` (functions included) that are neither the standard
     library nor the repository's own, each with a file that imports it."""
     found = {}
     for folder in folders:
-        local = {p.removesuffix(".py") for p in os.listdir(os.path.join(ROOT, folder))}
         for base, _, files in os.walk(os.path.join(ROOT, folder)):
             for name in (f for f in files if f.endswith(".py")):
                 path = os.path.join(base, name)
@@ -329,24 +344,35 @@ def third_party_imports(folders: list[str]) -> dict[str, str]:
                         continue
                     for module in modules:
                         top = module.split(".")[0]
-                        if top not in sys.stdlib_module_names and top not in local and top != "recipe":
+                        if top not in sys.stdlib_module_names and top not in LOCAL_MODULES and top != "recipe":
                             found.setdefault(top, os.path.relpath(path, ROOT))
     return found
 
 
-def test_every_third_party_import_is_declared():
+def declared(with_test_extra: bool) -> set[str]:
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         project = tomllib.load(f)["project"]
-    extras = [r for name, reqs in project["optional-dependencies"].items() if name != "test" for r in reqs]
-    declared = {canonicalize_name(Requirement(r).name) for r in project["dependencies"] + extras}
-    imported = third_party_imports(["recipe", "data"])
-    assert {"torch", "omegaconf", "math_verify", "matplotlib"} <= imported.keys()  # the scan sees lazy imports too
-    undeclared = {
-        module: where
-        for module, where in imported.items()
-        if canonicalize_name(DISTRIBUTIONS.get(module, module)) not in declared
-    }
-    assert undeclared == {}, f"imported but not in pyproject.toml's dependencies or extras: {undeclared}"
+    groups = project["optional-dependencies"]
+    extras = [r for name, reqs in groups.items() if with_test_extra or name != "test" for r in reqs]
+    return {canonicalize_name(Requirement(r).name) for r in project["dependencies"] + extras}
+
+
+def undeclared(imported: dict[str, str], names: set[str]) -> dict[str, str]:
+    return {m: where for m, where in imported.items() if canonicalize_name(DISTRIBUTIONS.get(m, m)) not in names}
+
+
+def test_every_third_party_import_is_declared():
+    imported = third_party_imports(["recipe", "data", "scripts", "benchmarks"])
+    assert {"torch", "omegaconf", "math_verify", "matplotlib", "safetensors"} <= imported.keys()  # lazy ones too
+    missing = undeclared(imported, declared(with_test_extra=False))
+    assert missing == {}, f"imported but not in pyproject.toml's dependencies or extras: {missing}"
+
+
+def test_every_import_of_the_tests_is_declared_with_the_test_extra():
+    imported = third_party_imports(["tests"])
+    assert {"pytest", "transformers", "packaging"} <= imported.keys()
+    missing = undeclared(imported, declared(with_test_extra=True))
+    assert missing == {}, f"imported by tests but not in pyproject.toml (the test extra): {missing}"
 
 
 def test_the_report_folder_is_git_ignored():
