@@ -71,6 +71,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         self.allocator = make_allocator(self.pc, self.rng)
         self.prompt_filter = make_prompt_filter(self.pc)
         self.counters = RunCounters()
+        self.global_steps = 0  # verl sets it in fit() and _load_checkpoint; set here so every attribute is declared
         self.tracking: Tracking | None = None  # created when fit starts
         self._last_saved_step: int | None = None
         self._last_validated_step: int | None = None

@@ -6,7 +6,7 @@ updates, checkpoint, weight sync. ``tests`` pin the source of verl's ``fit`` and
 verl upgrade forces a review. Left out on purpose, each refused at start-up or not reachable:
 
 - ``algorithm.rollout_correction`` (bypass mode, importance weights): reused pilots carry no matching behaviour
-  log-probs (refused in ``RayPCTrainer``);
+  log-probs (refused at start-up by ``settings.check_supported_options``);
 - the step profiler and the ESI checkpoint (refused by ``settings.STOCK_OPTIONS_NOT_RUN``);
 - ``_start_profiling``'s per-step tracing and the distillation teacher, which the round loop does not drive.
 

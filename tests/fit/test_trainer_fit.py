@@ -229,3 +229,22 @@ def test_mini_batch_unit_group_counts_whole_training_groups(tmp_path, tokenizer)
     updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
     assert [c.mini_batch_rows for c in updates] == [2 * (N_PILOT + N_COMMIT)] * 2
     assert trainer.config.actor_rollout_ref.rollout.n == N_COMMIT  # restored after each update
+
+
+def test_every_attribute_the_trainer_sets_is_declared_by_init(tmp_path, tokenizer):
+    """Catches: an attribute first set in a later phase (a resume or a step would then meet a missing one)."""
+    import ast
+    import inspect
+
+    from recipe.pc import checkpointing, generation, pc_ray_trainer, update
+
+    assigned = {}
+    for module in (pc_ray_trainer, generation, update, checkpointing):
+        for node in ast.walk(ast.parse(inspect.getsource(module))):
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            for target in targets:
+                if isinstance(target, ast.Attribute) and getattr(target.value, "id", None) == "self":
+                    assigned.setdefault(target.attr, module.__name__)
+    assert {"global_steps", "counters", "_last_saved_step"} <= assigned.keys()  # the scan sees every module
+    declared = vars(build_trainer(tmp_path, tokenizer))
+    assert {name: where for name, where in assigned.items() if name not in declared} == {}
