@@ -16,8 +16,6 @@ sys.path.insert(0, os.path.dirname(HERE))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from support import ROOT, compose_pc_config  # noqa: E402, F401  (some tests import these from conftest)
-
 
 @pytest.fixture
 def tokenizer():

@@ -21,7 +21,6 @@ run breaks a test here; every rule names the verl 0.9.1 code it mirrors:
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -442,24 +441,3 @@ class StandInCheckpointManager:
 
     def wake_up_replicas(self) -> None:
         self.replicas.awake = True
-
-
-def read_metrics(path: str) -> list[dict]:
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def step_records(path: str) -> list[dict]:
-    """The logged per-step records (those with training metrics), in order."""
-    out = []
-    for rec in read_metrics(path):
-        data = rec.get("data", rec)
-        if "training/global_step" in data:
-            out.append(data)
-    return out
-
-
-def env_file_logger(tmp_path) -> str:
-    path = os.path.join(str(tmp_path), "metrics.jsonl")
-    os.environ["VERL_FILE_LOGGER_PATH"] = path
-    return path

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import glob
+import json
 import os
 import re
 import subprocess
@@ -56,6 +57,28 @@ def run_module(module: str, *args: str) -> int:
     finally:
         sys.argv = saved
     return 0
+
+
+# ---------------------------------------------------------------------- metrics a run logs
+def read_metrics(path: str) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def step_records(path: str) -> list[dict]:
+    """The logged per-step records (those with training metrics), in order."""
+    out = []
+    for rec in read_metrics(path):
+        data = rec.get("data", rec)
+        if "training/global_step" in data:
+            out.append(data)
+    return out
+
+
+def env_file_logger(tmp_path) -> str:
+    path = os.path.join(str(tmp_path), "metrics.jsonl")
+    os.environ["VERL_FILE_LOGGER_PATH"] = path
+    return path
 
 
 # ---------------------------------------------------------------------- the trainer on stand-ins
@@ -194,8 +217,6 @@ class Run:
 
 def fit_run(folder, tokenizer, extra=(), **kwargs) -> Run:
     """fit() a trainer built in ``folder`` (made if needed), logging to ``folder``/metrics.jsonl from its start."""
-    from pc_standins import env_file_logger, step_records
-
     folder.mkdir(parents=True, exist_ok=True)
     log = env_file_logger(folder)
     if os.path.exists(log):

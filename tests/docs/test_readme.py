@@ -11,8 +11,8 @@ import os
 import re
 
 import pytest
-from conftest import compose_pc_config
 from omegaconf import OmegaConf
+from support import compose_pc_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README = os.path.join(ROOT, "README.md")

@@ -8,8 +8,19 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pc_standins import env_file_logger, step_records
-from support import ALWAYS_SOLVED, N_COMMIT, N_PILOT, B, G, assert_resumed_like, build_trainer, fit_run, resume_run
+from support import (
+    ALWAYS_SOLVED,
+    N_COMMIT,
+    N_PILOT,
+    B,
+    G,
+    assert_resumed_like,
+    build_trainer,
+    env_file_logger,
+    fit_run,
+    resume_run,
+    step_records,
+)
 
 from recipe.pc.allocation import GroupStats
 from recipe.pc.allocators import ALLOCATORS

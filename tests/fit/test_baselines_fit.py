@@ -4,8 +4,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from pc_standins import env_file_logger, step_records
-from support import N_COMMIT, B, G, build_trainer, fit_run
+from support import N_COMMIT, B, G, build_trainer, env_file_logger, fit_run, step_records
 
 from recipe.pc.settings import PCConfigError
 
@@ -71,7 +70,7 @@ def test_with_carry_over_off_dapo_keeps_its_partial_batch_and_rounds_and_pilot_c
     tmp_path, tokenizer, method
 ):
     """The authors' DAPO carried its partial batch and round count across an epoch end; their PC dropped both."""
-    from pc_standins import read_metrics
+    from support import read_metrics
 
     log = env_file_logger(tmp_path)
     # 40 prompts in rounds of 8, five rounds an epoch, of which only 8 vary: a step takes several rounds, and some

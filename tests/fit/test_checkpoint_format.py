@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 import torch
-from pc_standins import StandInActorWorkerGroup, env_file_logger
-from support import FIXTURES, assert_resumed_like, build_trainer, fit_run, run_module
+from pc_standins import StandInActorWorkerGroup
+from support import FIXTURES, assert_resumed_like, build_trainer, env_file_logger, fit_run, run_module
 
 from recipe.pc import checkpoint as ckpt
 from recipe.pc.allocators.pilot_commit import PilotRef, PilotRound

@@ -8,8 +8,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 import torch
-from pc_standins import env_file_logger, read_metrics, step_records
-from support import MAX_OFF, N_COMMIT, N_PILOT, PROBS, B, G, build_trainer
+from support import MAX_OFF, N_COMMIT, N_PILOT, PROBS, B, G, build_trainer, env_file_logger, read_metrics, step_records
 
 STEPS = 9
 P_LOWER, P_UPPER = 0.125, 0.25  # pc_trainer.yaml's band

@@ -7,8 +7,7 @@ when dynamic batch sizes are off; the tests run that very function on every rank
 from collections import Counter
 
 import pytest
-from pc_standins import env_file_logger, step_records
-from support import LOG_PROB, REF, UPDATE, build_trainer
+from support import LOG_PROB, REF, UPDATE, build_trainer, env_file_logger, step_records
 from verl.utils import tensordict_utils as tu
 from verl.workers.engine.utils import prepare_micro_batches
 

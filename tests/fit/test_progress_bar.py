@@ -1,8 +1,7 @@
 """The training progress bar: created on the driver's fit() over total_training_steps, one tick per step."""
 
 import pytest
-from pc_standins import env_file_logger, step_records
-from support import build_trainer
+from support import build_trainer, env_file_logger, step_records
 
 import recipe.pc.pc_ray_trainer as pc_ray_trainer
 

@@ -12,8 +12,7 @@ real rows. GRPO at the same group size keeps its 4.
 import numpy as np
 import pytest
 import torch
-from pc_standins import env_file_logger, step_records
-from support import build_trainer
+from support import build_trainer, env_file_logger, step_records
 from verl import DataProto
 
 from recipe.pc.minibatch import MiniBatchPlan, pad_partial_mini_batch

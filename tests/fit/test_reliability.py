@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from pc_standins import env_file_logger, read_metrics, step_records, write_prompt_parquet
+from pc_standins import write_prompt_parquet
 from support import (
     N_COMMIT,
     N_PILOT,
@@ -15,8 +15,11 @@ from support import (
     assert_resumed_like,
     build_trainer,
     compose_pc_config,
+    env_file_logger,
     fit_run,
+    read_metrics,
     resume_run,
+    step_records,
 )
 
 from recipe.pc.dataset import PilotCommitDataset

@@ -4,8 +4,7 @@ import json
 import os
 from collections import Counter
 
-from pc_standins import env_file_logger, step_records
-from support import N_COMMIT, N_PILOT, G, build_trainer
+from support import N_COMMIT, N_PILOT, G, build_trainer, env_file_logger, step_records
 
 from recipe.pc.rollout_dump import discard_after
 

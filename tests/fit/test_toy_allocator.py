@@ -6,8 +6,7 @@ import sys
 import textwrap
 
 import numpy as np
-from pc_standins import env_file_logger, step_records
-from support import B, build_trainer, compose_pc_config
+from support import B, build_trainer, compose_pc_config, env_file_logger, step_records
 
 from recipe.pc import allocators
 from recipe.pc.allocators import ALLOCATORS

@@ -4,8 +4,20 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from pc_standins import env_file_logger, make_tokenizer, read_metrics, step_records
-from support import ALWAYS_SOLVED, MAX_OFF, N_COMMIT, N_PILOT, PROBS, B, G, build_trainer
+from pc_standins import make_tokenizer
+from support import (
+    ALWAYS_SOLVED,
+    MAX_OFF,
+    N_COMMIT,
+    N_PILOT,
+    PROBS,
+    B,
+    G,
+    build_trainer,
+    env_file_logger,
+    read_metrics,
+    step_records,
+)
 
 
 def pilot_ids(call):

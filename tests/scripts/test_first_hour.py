@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import yaml
-from conftest import ROOT
+from support import ROOT
 
 LAUNCHERS = sorted(
     path

@@ -18,11 +18,10 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from conftest import ROOT, compose_pc_config
 from omegaconf import OmegaConf, open_dict
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from support import build_trainer, valid_overrides
+from support import ROOT, build_trainer, compose_pc_config, valid_overrides
 
 from recipe.pc import main_pc
 from recipe.pc.known_warnings import KNOWN_VERL_WARNINGS, filter_known_warnings
