@@ -22,9 +22,6 @@ import numpy as np
 import torch
 from verl import DataProto
 
-from recipe.pc.compact import CompactRows
-from recipe.pc.replay_buffer import BufferEntry
-
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "pilot_commit_state.pt"
@@ -108,68 +105,6 @@ def proto_from_plain(d: dict) -> DataProto:
     if tensors:
         return DataProto.from_dict(tensors=tensors, non_tensors=non_tensor, meta_info=from_plain(d["meta_info"]))
     return DataProto(batch=None, non_tensor_batch=non_tensor, meta_info=from_plain(d["meta_info"]))
-
-
-# ------------------------------------------------------------------ the buffer
-def buffer_to_plain(entries: list[BufferEntry], next_order: int) -> dict:
-    """Entries and the pilot rounds they point into, each round cut to the groups still referenced."""
-    rounds, round_of, positions = [], {}, {}
-    for e in entries:
-        ref = e.payload
-        key = id(ref.round)
-        if key not in round_of:
-            round_of[key] = len(rounds)
-            rounds.append(ref.round)
-            positions[key] = set()
-        positions[key].add(ref.position)
-    remap, plain_rounds = {}, []
-    for pilot_round in rounds:
-        kept = np.array(sorted(positions[id(pilot_round)]), dtype=np.int64)
-        remap[id(pilot_round)] = {int(p): i for i, p in enumerate(kept)}
-        rows = pilot_round.rollouts.take_groups(kept)
-        plain_rounds.append(
-            {
-                "n_pilot": pilot_round.n_pilot,
-                "prompts": proto_to_plain(pilot_round.prompts.select_idxs(kept)),
-                "rollouts": rows.to_plain(),
-                "rollouts_non_tensor": {k: to_plain(v, k) for k, v in rows.non_tensor.items()},
-            }
-        )
-    n_values = {e.num_rollouts for e in entries}
-    width = n_values.pop() if len(n_values) == 1 else 0
-    if n_values:
-        raise ValueError(f"buffer entries hold different rollout counts {sorted(n_values | {width})}")
-
-    def column(values, dtype):
-        return torch.tensor(values, dtype=dtype)
-
-    return {
-        "next_order": int(next_order),
-        "rounds": plain_rounds,
-        "prompt_id": column([e.prompt_id for e in entries], torch.int64),
-        "round": column([round_of[id(e.payload.round)] for e in entries], torch.int64),
-        "position": column([remap[id(e.payload.round)][e.payload.position] for e in entries], torch.int64),
-        "inserted_step": column([e.inserted_step for e in entries], torch.int64),
-        "insertion_order": column([e.insertion_order for e in entries], torch.int64),
-        "metric_values": torch.from_numpy(np.stack([e.metric_values for e in entries]))
-        if entries
-        else torch.zeros(0, 0, dtype=torch.float64),
-    }
-
-
-def buffer_from_plain(d: dict, make_round, make_ref) -> dict:
-    """The replay buffer's ``load_state_dict`` input; ``make_round``/``make_ref`` build the trainer's payloads."""
-    rounds = []
-    for r in d["rounds"]:
-        non_tensor = {k: from_plain(v) for k, v in r["rollouts_non_tensor"].items()}
-        rollouts = CompactRows.from_plain(r["rollouts"], non_tensor)
-        rounds.append(make_round(proto_from_plain(r["prompts"]), rollouts, int(r["n_pilot"])))
-    entries = []
-    columns = [d[k].tolist() for k in ("prompt_id", "round", "position", "inserted_step", "insertion_order")]
-    for i, (pid, rnd, pos, step, order) in enumerate(zip(*columns, strict=True)):
-        values = d["metric_values"][i].numpy()
-        entries.append(BufferEntry(pid, make_ref(rounds[rnd], pos), values, step, order))
-    return {"entries": entries, "next_order": int(d["next_order"])}
 
 
 # ------------------------------------------------------------------ files

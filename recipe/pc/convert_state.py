@@ -22,7 +22,7 @@ from recipe.pc.replay_buffer import BufferEntry
 
 def convert(old: dict, rollout_n: int, n_effective: int | None, exploration_n: int | None = None) -> dict:
     """The current-format state of an old state dict (buffer payloads holding full DataProto rows)."""
-    from recipe.pc.allocators.pilot_commit import PilotRef, PilotRound
+    from recipe.pc.allocators.pilot_commit import PilotRef, PilotRound, buffer_to_plain
 
     entries = old["buffer"]["entries"]
     rounds, n_pilot = {}, set()
@@ -62,7 +62,7 @@ def convert(old: dict, rollout_n: int, n_effective: int | None, exploration_n: i
         "allocator": {
             "name": "pilot_commit",
             "state": {
-                "buffer": ckpt.buffer_to_plain(new_entries, old["buffer"]["next_order"]),
+                "buffer": buffer_to_plain(new_entries, old["buffer"]["next_order"]),
                 "evict_next_epoch": sorted(int(i) for i in old["evict_next_epoch"]),
             },
         },

@@ -11,7 +11,7 @@ from pc_standins import StandInActorWorkerGroup
 from support import FIXTURES, assert_resumed_like, build_trainer, env_file_logger, fit_run, run_module
 
 from recipe.pc import checkpoint as ckpt
-from recipe.pc.allocators.pilot_commit import PilotRef, PilotRound
+from recipe.pc.allocators.pilot_commit import PilotRef, PilotRound, buffer_from_plain
 from recipe.pc.compact import Segment, assemble
 from recipe.pc.replay_buffer import BufferEntry
 
@@ -46,7 +46,7 @@ def test_state_file_is_plain_data_and_round_trips(tmp_path, tokenizer):
     assert state["config"] == {"exploration.n": 4, "exploration.n_effective": 4, "rollout.n": 4}
     assert len(trainer.allocator.buffer) > 0
     assert state["allocator"]["name"] == "pilot_commit"
-    entries = ckpt.buffer_from_plain(state["allocator"]["state"]["buffer"], PilotRound, PilotRef)["entries"]
+    entries = buffer_from_plain(state["allocator"]["state"]["buffer"])["entries"]
     assert [e.prompt_id for e in entries] == [e.prompt_id for e in trainer.allocator.buffer.entries()]
     for saved, live in zip(entries, trainer.allocator.buffer.entries(), strict=True):
         assert (saved.inserted_step, saved.insertion_order) == (live.inserted_step, live.insertion_order)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from verl import DataProto
 
 from recipe.pc import checkpoint as ckpt
@@ -43,7 +44,7 @@ from recipe.pc.allocators.base import (
     register,
 )
 from recipe.pc.compact import CompactRows, Segment
-from recipe.pc.replay_buffer import Draw, PilotReplayBuffer
+from recipe.pc.replay_buffer import BufferEntry, Draw, PilotReplayBuffer
 from recipe.pc.settings import PCSettings
 from recipe.pc.stages.downsample import downsample_rows
 
@@ -70,6 +71,68 @@ class PilotRef:
 
     round: PilotRound
     position: int
+
+
+# ------------------------------------------------------------------ the buffer in a checkpoint
+def buffer_to_plain(entries: list[BufferEntry], next_order: int) -> dict:
+    """Entries and the pilot rounds they point into, each round cut to the groups still referenced."""
+    rounds, round_of, positions = [], {}, {}
+    for e in entries:
+        ref = e.payload
+        key = id(ref.round)
+        if key not in round_of:
+            round_of[key] = len(rounds)
+            rounds.append(ref.round)
+            positions[key] = set()
+        positions[key].add(ref.position)
+    remap, plain_rounds = {}, []
+    for pilot_round in rounds:
+        kept = np.array(sorted(positions[id(pilot_round)]), dtype=np.int64)
+        remap[id(pilot_round)] = {int(p): i for i, p in enumerate(kept)}
+        rows = pilot_round.rollouts.take_groups(kept)
+        plain_rounds.append(
+            {
+                "n_pilot": pilot_round.n_pilot,
+                "prompts": ckpt.proto_to_plain(pilot_round.prompts.select_idxs(kept)),
+                "rollouts": rows.to_plain(),
+                "rollouts_non_tensor": {k: ckpt.to_plain(v, k) for k, v in rows.non_tensor.items()},
+            }
+        )
+    n_values = {e.num_rollouts for e in entries}
+    width = n_values.pop() if len(n_values) == 1 else 0
+    if n_values:
+        raise ValueError(f"buffer entries hold different rollout counts {sorted(n_values | {width})}")
+
+    def column(values, dtype):
+        return torch.tensor(values, dtype=dtype)
+
+    return {
+        "next_order": int(next_order),
+        "rounds": plain_rounds,
+        "prompt_id": column([e.prompt_id for e in entries], torch.int64),
+        "round": column([round_of[id(e.payload.round)] for e in entries], torch.int64),
+        "position": column([remap[id(e.payload.round)][e.payload.position] for e in entries], torch.int64),
+        "inserted_step": column([e.inserted_step for e in entries], torch.int64),
+        "insertion_order": column([e.insertion_order for e in entries], torch.int64),
+        "metric_values": torch.from_numpy(np.stack([e.metric_values for e in entries]))
+        if entries
+        else torch.zeros(0, 0, dtype=torch.float64),
+    }
+
+
+def buffer_from_plain(d: dict) -> dict:
+    """The replay buffer's ``load_state_dict`` input, its payloads rebuilt as ``PilotRef`` into ``PilotRound``."""
+    rounds = []
+    for r in d["rounds"]:
+        non_tensor = {k: ckpt.from_plain(v) for k, v in r["rollouts_non_tensor"].items()}
+        rollouts = CompactRows.from_plain(r["rollouts"], non_tensor)
+        rounds.append(PilotRound(ckpt.proto_from_plain(r["prompts"]), rollouts, int(r["n_pilot"])))
+    entries = []
+    columns = [d[k].tolist() for k in ("prompt_id", "round", "position", "inserted_step", "insertion_order")]
+    for i, (pid, rnd, pos, step, order) in enumerate(zip(*columns, strict=True)):
+        values = d["metric_values"][i].numpy()
+        entries.append(BufferEntry(pid, PilotRef(rounds[rnd], pos), values, step, order))
+    return {"entries": entries, "next_order": int(d["next_order"])}
 
 
 @dataclass
@@ -285,7 +348,7 @@ class PilotCommitAllocator(Allocator):
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
         state = {
-            "buffer": ckpt.buffer_to_plain(self.buffer.entries(), self.buffer.state_dict()["next_order"]),
+            "buffer": buffer_to_plain(self.buffer.entries(), self.buffer.state_dict()["next_order"]),
             "evict_next_epoch": sorted(int(i) for i in self.evict_next_epoch),
         }
         if self.screened is not None:  # written only when pending: states without the key read as none
@@ -296,7 +359,7 @@ class PilotCommitAllocator(Allocator):
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        self.buffer.load_state_dict(ckpt.buffer_from_plain(state["buffer"], PilotRound, PilotRef))
+        self.buffer.load_state_dict(buffer_from_plain(state["buffer"]))
         self.evict_next_epoch = set(state["evict_next_epoch"])
         screened = state.get("screened")
         if screened is not None and self.pc.pilot.screen_n is None:
