@@ -1,4 +1,4 @@
-"""Allocators behind one round loop, and the stages that compose with them (issue #10)."""
+"""Allocators behind one round loop, and the stages that compose with them."""
 
 import dataclasses
 from collections import Counter

@@ -29,7 +29,7 @@ CONFIGS = [
     PilotCommit(4, 12, 96, 32, buffer_max_off_steps=0),
     PilotCommit(2, 14, 96, 32, buffer_max_off_steps=1),
     PilotCommit(4, 12, 64, 32, buffer_max_off_steps=0, max_num_gen_batches=3),
-    # #10's stages: screening pilots and PODS down-sampling
+    # the stages: screening pilots and PODS down-sampling
     PilotCommit(4, 12, 96, 32, screen_n=2),
     PilotCommit(8, 8, 48, 16, screen_n=3, buffer_max_off_steps=1),
     PilotCommit(4, 12, 96, 32, downsample_n=24),

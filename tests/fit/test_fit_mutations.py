@@ -1,6 +1,6 @@
 """What the trainer hands verl, checked through the real fit() against independent recomputations.
 
-Each test names the wrong trainer it catches (issue #13's mutation list).
+Each test names the wrong trainer it catches.
 """
 
 from collections import defaultdict

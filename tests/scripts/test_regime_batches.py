@@ -14,7 +14,7 @@ from recipe.pc.settings import PCSettings
 
 BATCHES = sorted(glob.glob(os.path.join(ROOT, "docs", "results", "regimes", "batch*.txt")))
 # ALGO<n>[x<commit>][ref][screen<k> | skip | ds<generated>][t<steps>][e<epochs>]_<mix>[<train prompts>]_s<seed>; the
-# stage suffixes are #10's stages, t<steps> a run longer than the study's 30 steps (trainer.total_training_steps),
+# stage suffixes are the allocator stages, t<steps> a run longer than the study's 30 steps (trainer.total_training_steps),
 # e<epochs> a cap on the epochs other than the launcher's 100 (trainer.total_epochs), a number after the mix a subset
 # of its training prompts (data.train_max_samples).
 NAME = re.compile(
@@ -75,7 +75,7 @@ def test_each_run_composes_as_its_name_says(name, mix, script, overrides, data_r
     if want["algo"] == "pc":
         assert (settings.pilot.n, settings.n_commit) == (int(want["a"]), int(want["b"]))
     assert settings.group_size == int(want["a"]) + int(want["b"] or 0)
-    # The stages are on exactly where the name says (#10: screening, GRESO skipping, PODS down-sampling).
+    # The stages are on exactly where the name says (screening, GRESO skipping, PODS down-sampling).
     assert settings.pilot.screen_n == (int(want["screen"]) if want["screen"] else None)
     assert settings.skip.enable == bool(want["skip"])
     assert settings.downsample.n == (int(want["ds"]) if want["ds"] else None)
@@ -83,7 +83,7 @@ def test_each_run_composes_as_its_name_says(name, mix, script, overrides, data_r
     # launch.sh starts every line with STEPS=30; a line's own trainer.total_training_steps comes later and wins.
     assert cfg.trainer.total_training_steps == (int(want["steps"]) if want["steps"] else 30)
     assert cfg.trainer.total_epochs == (int(want["epochs"]) if want["epochs"] else 100)
-    # Equal updates a step for every method (the issue's condition): 4 PPO mini-batches of the trained prompts. The
+    # Equal updates a step for every method: 4 PPO mini-batches of the trained prompts. The
     # reference-preset line is the labelled exception: mini-batches of ppo_mini_batch_size x n_commit rows.
     mini = cfg.actor_rollout_ref.actor.ppo_mini_batch_size
     if not want["ref"]:

@@ -19,7 +19,7 @@ from recipe.pc.rewards import grader_pool, reference_grader
 from recipe.pc.rewards.math_reward import compute_score
 
 DATA = Path(TESTS) / "data" / "grader"
-EXACT_CATEGORIES = ("named", "extraction")  # the twelve pairs and every extraction edge case
+EXACT_CATEGORIES = ("named", "extraction")  # twelve hand-picked pairs and every extraction edge case
 
 
 def load_labelled_corpus() -> tuple[dict, list[dict]]:
