@@ -24,6 +24,8 @@ import re
 import subprocess
 import sys
 
+from recipe.pc import metric_names as names
+
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
 FIXTURES = os.path.join(TESTS, "fixtures")
@@ -70,7 +72,7 @@ def step_records(path: str) -> list[dict]:
     out = []
     for rec in read_metrics(path):
         data = rec.get("data", rec)
-        if "training/global_step" in data:
+        if names.GLOBAL_STEP in data:
             out.append(data)
     return out
 
@@ -238,7 +240,7 @@ def assert_resumed_like(resumed: Run, full: Run, cut: int) -> None:
     full_gen, full_updates = full.trace
     gen, trained = resumed.trace
     assert resumed.trainer.actor_rollout_wg.loaded_step == cut
-    rounds_before = full.steps[cut - 1]["training/total_sampling_rounds"]
+    rounds_before = full.steps[cut - 1][names.TOTAL_SAMPLING_ROUNDS]
     assert gen == full_gen[rounds_before:], f"generation inputs differ after resuming at step {cut}"
     assert trained == full_updates[cut:], f"trained groups differ after resuming at step {cut}"
 
@@ -379,14 +381,14 @@ def write_parquet_rows(path, rows: int = 512) -> None:
 
 def stand_in_data_dir(root) -> str:
     """Every parquet a train script names under $DATA_DIR, as small readable files, both presets' folders included."""
-    names = {"train.parquet", "test.parquet"}
+    parquets = {"train.parquet", "test.parquet"}
     for script in glob.glob(os.path.join(TRAIN_SCRIPTS, "*.sh")):
         with open(script) as f:
-            names.update(re.findall(r"\$DATA_DIR/([\w./-]+\.parquet)", f.read()))
+            parquets.update(re.findall(r"\$DATA_DIR/([\w./-]+\.parquet)", f.read()))
     # common.sh picks the DeepMath folder by preset ($DATA_DIR/$DEEPMATH_DIR/...): each copy's splits.
     for folder in ("deepmath_103k_prefiltered", "deepmath_103k_filtered", "deepmath_103k_prefiltered_as_authors"):
-        names.update({f"{folder}/train.parquet", f"{folder}/test.parquet"})
-    for name in names:
+        parquets.update({f"{folder}/train.parquet", f"{folder}/test.parquet"})
+    for name in parquets:
         write_parquet_rows(os.path.join(str(root), name))
     return str(root)
 

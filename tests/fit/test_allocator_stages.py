@@ -22,6 +22,7 @@ from support import (
     step_records,
 )
 
+from recipe.pc import metric_names as names
 from recipe.pc.allocation import GroupStats
 from recipe.pc.allocators import ALLOCATORS
 from recipe.pc.settings import PCConfigError
@@ -112,11 +113,11 @@ def test_grpo_with_downsampling_trains_rollout_n_of_the_generated(tmp_path, toke
     )
     assert len(steps) == STEPS
     for s in steps:
-        assert s["rollout_stats/num_rollouts_sample"] == B * N_GEN
-        assert s["rollout_stats/num_rollouts_train"] == B * N_COMMIT
-        assert s["rollout_stats/num_rollouts_downsampled"] == B * (N_GEN - N_COMMIT)
-    padding = sum(s["rollout_stats/num_rollouts_padding"] for s in steps)
-    assert steps[-1]["rollout_stats/cumulative_rollouts_sample"] + padding == generated_rows(trainer)
+        assert s[names.ROLLOUTS_SAMPLED] == B * N_GEN
+        assert s[names.ROLLOUTS_TRAINED] == B * N_COMMIT
+        assert s[names.ROLLOUTS_DOWNSAMPLED] == B * (N_GEN - N_COMMIT)
+    padding = sum(s[names.ROLLOUTS_PADDING] for s in steps)
+    assert steps[-1][names.CUMULATIVE_SAMPLED] + padding == generated_rows(trainer)
     updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
     assert all(set(Counter(c.uids).values()) == {N_COMMIT} and len(set(c.uids)) == B for c in updates)
     # Max-variance subsets: a group that had both outcomes among its N_GEN trains a balanced N_COMMIT.
@@ -139,11 +140,11 @@ def test_pilot_commit_with_downsampling_trains_pilot_plus_rollout_n(tmp_path, to
     updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
     assert all(set(Counter(c.uids).values()) == {N_PILOT + N_COMMIT} and len(set(c.uids)) == B for c in updates)
     for s in steps:
-        commits = s["rollout_stats/num_rollouts_sample_commit"]
+        commits = s[names.ROLLOUTS_COMMIT]
         assert commits % N_GEN == 0
-        assert s["rollout_stats/num_rollouts_downsampled"] == commits // N_GEN * (N_GEN - N_COMMIT)
-    padding = sum(s["rollout_stats/num_rollouts_padding"] for s in steps)
-    assert steps[-1]["rollout_stats/cumulative_rollouts_sample"] + padding == generated_rows(trainer)
+        assert s[names.ROLLOUTS_DOWNSAMPLED] == commits // N_GEN * (N_GEN - N_COMMIT)
+    padding = sum(s[names.ROLLOUTS_PADDING] for s in steps)
+    assert steps[-1][names.CUMULATIVE_SAMPLED] + padding == generated_rows(trainer)
 
 
 # ------------------------------------------------------------------ history-based skipping (GRESO)
@@ -221,7 +222,7 @@ def test_the_first_epoch_only_gathers_history():
     skipper.observe([stats_of([1, 2], [1.0, 1.0], [0, 0])])
     metrics = skipper.end_step(epoch=1)
     assert skipper.p_easy == pytest.approx(0.4) and skipper.p_hard == pytest.approx(0.6)
-    assert metrics["filtering_stats/skip_p_easy"] == pytest.approx(0.4)
+    assert metrics[names.SKIP_P_EASY] == pytest.approx(0.4)
 
 
 @pytest.mark.parametrize(
@@ -271,11 +272,11 @@ def test_skipping_keeps_batch_sizes_counts_every_rollout_and_brings_prompts_back
     records = step_records(log)
     assert len(records) == steps
     assert pool_checks == list(range(trainer.counters.epoch))  # every epoch's end takes evicted prompts out of the pool
-    padding = sum(s["rollout_stats/num_rollouts_padding"] for s in records)
-    assert records[-1]["rollout_stats/cumulative_rollouts_sample"] + padding == generated_rows(trainer)
-    skipped_total = sum(s["filtering_stats/skipped_count"] for s in records)
+    padding = sum(s[names.ROLLOUTS_PADDING] for s in records)
+    assert records[-1][names.CUMULATIVE_SAMPLED] + padding == generated_rows(trainer)
+    skipped_total = sum(s[names.SKIPPED] for s in records)
     assert skipped_total == sum(len(ids) for _, ids in skips) > 0
-    assert records[-1]["filtering_stats/skip_total"] == skipped_total
+    assert records[-1][names.SKIP_TOTAL] == skipped_total
 
     calls = generation_calls(trainer)
     per_round = trainer.pc.gen_batch_size
@@ -389,9 +390,9 @@ def test_screened_prompts_get_exactly_the_rest_of_their_pilot_in_the_next_call(t
         assert block.tolist() == np.repeat(mixed, rest).tolist()
         # ... and nothing else of theirs beyond the screen part (commits aside, which come from the buffer)
     assert continued > 0
-    assert sum(s["filtering_stats/screened_out_count"] for s in steps) > 0
-    padding = sum(s["rollout_stats/num_rollouts_padding"] for s in steps)
-    assert steps[-1]["rollout_stats/cumulative_rollouts_sample"] + padding == generated_rows(trainer)
+    assert sum(s[names.SCREENED_OUT] for s in steps) > 0
+    padding = sum(s[names.ROLLOUTS_PADDING] for s in steps)
+    assert steps[-1][names.CUMULATIVE_SAMPLED] + padding == generated_rows(trainer)
     updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
     assert all(set(Counter(c.uids).values()) == {N_PILOT + N_COMMIT} and len(set(c.uids)) == B for c in updates)
     # A screen that is all correct never evicts: the always-solved prompts stay in the data.

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from support import N_COMMIT, B, G, build_trainer, env_file_logger, fit_run, step_records
 
+from recipe.pc import metric_names as names
 from recipe.pc.settings import PCConfigError
 
 STEPS = 5
@@ -29,11 +30,11 @@ def test_grpo_is_one_round_of_b_by_n_per_step(tmp_path, tokenizer, pc_keys):
     assert len(steps) == STEPS
     assert pc_keys <= set(steps[-1])
     for s in steps:
-        assert s["training/num_gen_batches"] == 1
-        assert s["rollout_stats/num_rollouts_sample"] == s["rollout_stats/num_rollouts_train"] == B * N_COMMIT
-        assert s["rollout_stats/num_rollouts_sample_explore"] == 0
-    assert steps[-1]["rollout_stats/cumulative_rollouts_sample"] == STEPS * B * N_COMMIT
-    assert any(s["training/zero_variance_group_frac"] > 0 for s in steps)  # GRPO trains the p=0 and p=1 prompts
+        assert s[names.ROUNDS] == 1
+        assert s[names.ROLLOUTS_SAMPLED] == s[names.ROLLOUTS_TRAINED] == B * N_COMMIT
+        assert s[names.ROLLOUTS_PILOT] == 0
+    assert steps[-1][names.CUMULATIVE_SAMPLED] == STEPS * B * N_COMMIT
+    assert any(s[names.ZERO_VARIANCE_GROUP_FRAC] > 0 for s in steps)  # GRPO trains the p=0 and p=1 prompts
     updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
     assert all(set(Counter(c.uids).values()) == {N_COMMIT} and len(set(c.uids)) == B for c in updates)
 
@@ -49,14 +50,14 @@ def test_dapo_keeps_only_groups_with_spread_and_counts_every_round(tmp_path, tok
         for uid in set(call.uids):
             assert 0 < acc[uids == uid].mean() < 1  # zero-variance groups never trained
     generated = sum(c.num_rows for c in trainer.async_rollout_manager.calls)
-    padding = sum(s["rollout_stats/num_rollouts_padding"] for s in steps)
-    carried = steps[-1]["rollout_stats/cumulative_rollouts_sample"]
+    padding = sum(s[names.ROLLOUTS_PADDING] for s in steps)
+    carried = steps[-1][names.CUMULATIVE_SAMPLED]
     assert carried + padding <= generated  # rounds of a batch dropped at an epoch end may be unlogged yet
-    assert sum(s["training/num_gen_batches"] for s in steps) >= STEPS
+    assert sum(s[names.ROUNDS] for s in steps) >= STEPS
     # every round generates G x n (a step may also carry the rollouts of a batch dropped at an epoch end)
-    assert all(s["rollout_stats/num_rollouts_sample"] >= s["training/num_gen_batches"] * G * N_COMMIT for s in steps)
-    assert all(s["rollout_stats/num_rollouts_sample"] % (G * N_COMMIT) == 0 for s in steps)
-    assert sum(s["filtering_stats/too_incorrect_count"] for s in steps) > 0  # the p=0 prompts
+    assert all(s[names.ROLLOUTS_SAMPLED] >= s[names.ROUNDS] * G * N_COMMIT for s in steps)
+    assert all(s[names.ROLLOUTS_SAMPLED] % (G * N_COMMIT) == 0 for s in steps)
+    assert sum(s[names.TOO_INCORRECT_COUNT] for s in steps) > 0  # the p=0 prompts
 
 
 def test_grpo_refuses_a_generation_batch_it_would_waste(tmp_path, tokenizer):
@@ -86,18 +87,18 @@ def test_with_carry_over_off_dapo_keeps_its_partial_batch_and_rounds_and_pilot_c
         ],
     )
     trainer.fit()
-    ends = [r["data"] for r in read_metrics(log) if "exclusion_stats/epoch" in r["data"]]
-    cut = [e for e in ends if e["exclusion_stats/carried_prompts"] + e["exclusion_stats/dropped_partial_prompts"]]
+    ends = [r["data"] for r in read_metrics(log) if names.EXCLUSION_EPOCH in r["data"]]
+    cut = [e for e in ends if e[names.CARRIED_PROMPTS] + e[names.DROPPED_PARTIAL_PROMPTS]]
     assert cut, "no epoch ended inside a step"
     if method == "dapo":
-        assert all(e["exclusion_stats/dropped_partial_prompts"] == 0 for e in ends)
-        assert sum(e["exclusion_stats/carried_prompts"] for e in ends) > 0
+        assert all(e[names.DROPPED_PARTIAL_PROMPTS] == 0 for e in ends)
+        assert sum(e[names.CARRIED_PROMPTS] for e in ends) > 0
     else:
-        assert all(e["exclusion_stats/carried_prompts"] == 0 for e in ends)
-        assert sum(e["exclusion_stats/dropped_partial_prompts"] for e in ends) > 0
+        assert all(e[names.CARRIED_PROMPTS] == 0 for e in ends)
+        assert sum(e[names.DROPPED_PARTIAL_PROMPTS] for e in ends) > 0
     # Either way every round is counted in some step, and each trained step has B prompts.
     steps = step_records(log)
-    assert sum(s["training/num_gen_batches"] for s in steps) <= trainer.counters.total_sampling_rounds
+    assert sum(s[names.ROUNDS] for s in steps) <= trainer.counters.total_sampling_rounds
     updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
     assert all(len(set(c.uids)) == B for c in updates)
 
@@ -118,7 +119,7 @@ def test_dapo_total_training_steps_counts_rounds_or_updates(unit, tmp_path, toke
         ],
     )
     trainer.fit()
-    rounds = [s["training/num_gen_batches"] for s in step_records(log)]
+    rounds = [s[names.ROUNDS] for s in step_records(log)]
     assert sum(rounds) == trainer.counters.total_sampling_rounds
     if unit == "update":
         assert len(rounds) == budget

@@ -10,6 +10,8 @@ import pytest
 import torch
 from support import MAX_OFF, N_COMMIT, N_PILOT, PROBS, B, G, build_trainer, env_file_logger, read_metrics, step_records
 
+from recipe.pc import metric_names as names
+
 STEPS = 9
 P_LOWER, P_UPPER = 0.125, 0.25  # pc_trainer.yaml's band
 
@@ -83,8 +85,8 @@ def test_filter_counts_are_exact(run):
         expected[call.global_steps] += [too_hard.sum(), too_easy.sum(), (~too_hard & ~too_easy).sum()]
     assert len(steps) == STEPS
     for step, s in enumerate(steps, start=1):
-        got = [s["filtering_stats/too_incorrect_count"], s["filtering_stats/too_correct_count"]]
-        got.append(s["filtering_stats/pass_count"])
+        got = [s[names.TOO_INCORRECT_COUNT], s[names.TOO_CORRECT_COUNT]]
+        got.append(s[names.PASS_COUNT])
         assert got == expected[step].tolist(), f"step {step}"
     # The p=0 and p=1 prompts are always too hard / too easy: at least once each per epoch they are piloted.
     assert sum(e[0] for e in expected.values()) >= PROBS.count(0.0)
@@ -143,7 +145,7 @@ def test_buffer_capacity_is_enforced(tmp_path, tokenizer):
     trainer.allocator.buffer.add = counting_add
     trainer.fit()
     assert max(added) == B  # full at times, never above
-    assert all(s["buffer_stats/local/buffer_size"] <= B for s in step_records(log))
+    assert all(s[names.BUFFER_SIZE] <= B for s in step_records(log))
 
 
 def test_colocated_reward_model_scores_each_round_with_the_replicas_asleep(tmp_path, tokenizer):
@@ -159,7 +161,7 @@ def test_colocated_reward_model_scores_each_round_with_the_replicas_asleep(tmp_p
     assert trainer.checkpoint_manager.sleeps == rounds + 3
     assert len(trainer.checkpoint_manager.weight_updates) == 1 + rounds + 3
     steps = step_records(log)
-    assert [s["training/num_prompt_in_batch"] for s in steps] == [B] * 3
+    assert [s[names.PROMPTS_IN_BATCH] for s in steps] == [B] * 3
     assert all(s["timing_s/reward_colocated"] > 0 for s in steps)
     for call in updates(trainer):  # the reward model's scores are the rollouts' ground truth
         assert (call.scores.numpy() > 0).tolist() == [bool(a) for a in call.acc]

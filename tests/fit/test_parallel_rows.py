@@ -12,6 +12,7 @@ from verl.utils import tensordict_utils as tu
 from verl.workers.engine.utils import prepare_micro_batches
 
 import recipe.pc.generation as generation_module
+from recipe.pc import metric_names as names
 from recipe.pc.parallel import trainable_unit
 from recipe.pc.settings import PCConfigError
 
@@ -104,7 +105,7 @@ def test_dp8_rows_padding_and_mini_batches(tmp_path, tokenizer, monkeypatch, ext
     assert any(pad for *_, pad in pads)  # the configuration does exercise padding
     for number, record in enumerate(steps, start=1):
         expected = sum(pad for step, _, _, pad in pads if step == number)
-        assert record["rollout_stats/num_rollouts_padding"] == expected
+        assert record[names.ROLLOUTS_PADDING] == expected
     generated = sum(n for _, n, _, _ in pads)
     assert trainer.counters.cumulative_rollouts == generated  # padding rows are not counted as rollouts
     assert sum(c.num_rows for c in trainer.async_rollout_manager.calls) == generated + sum(p[3] for p in pads)
@@ -117,8 +118,8 @@ def test_dp8_rows_padding_and_mini_batches(tmp_path, tokenizer, monkeypatch, ext
         assert set(Counter(call.uids).values()) == {group} and len(call.uids) == rows
     mini_rows = 4 * trainer.pc.n_commit
     assert all(c[3] == rows // mini_rows for c in recorder.calls if c[0] == "update_actor")
-    assert all(r["training/ppo_mini_batches"] == rows // mini_rows for r in steps)
-    assert all(r["training/optimizer_steps"] == rows // mini_rows for r in steps)
+    assert all(r[names.PPO_MINI_BATCHES] == rows // mini_rows for r in steps)
+    assert all(r[names.OPTIMIZER_STEPS] == rows // mini_rows for r in steps)
 
 
 @pytest.mark.parametrize("extra", [pytest.param([], id="pilot_commit"), pytest.param(GRPO, id="grpo")])
@@ -156,4 +157,4 @@ def test_dp8_unfilled_batch_is_cut_to_a_unit_that_splits_into_micro_batches(tmp_
     trained = [c[1] for c in recorder.calls if c[0] == "update_actor"]
     assert trained and all(r % 32 == 0 for r in trained)
     assert any(r < 64 for r in trained), "no unfilled batch was trained"
-    assert [r["training/num_prompt_in_batch"] for r in step_records(log)] == [r // 8 for r in trained]
+    assert [r[names.PROMPTS_IN_BATCH] for r in step_records(log)] == [r // 8 for r in trained]

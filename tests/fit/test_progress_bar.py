@@ -4,6 +4,7 @@ import pytest
 from support import build_trainer, env_file_logger, step_records
 
 import recipe.pc.pc_ray_trainer as pc_ray_trainer
+from recipe.pc import metric_names as names
 
 
 class RecordingBar:
@@ -36,7 +37,7 @@ def test_one_tick_per_step_with_the_rounds_it_took(tmp_path, tokenizer, bars):
     build_trainer(tmp_path, tokenizer, extra=["trainer.total_training_steps=3"]).fit()
     (bar,) = bars
     assert (bar.total, bar.initial, bar.ticks, bar.closed) == (3, 0, 3, True)
-    logged_rounds = [r["training/num_gen_batches"] for r in step_records(log)]
+    logged_rounds = [r[names.ROUNDS] for r in step_records(log)]
     assert [p["rounds"] for p in bar.postfixes] == logged_rounds
 
 

@@ -15,6 +15,7 @@ import torch
 from support import build_trainer, env_file_logger, step_records
 from verl import DataProto
 
+from recipe.pc import metric_names as names
 from recipe.pc.minibatch import MiniBatchPlan, pad_partial_mini_batch
 from recipe.pc.settings import PCConfigError
 from recipe.pc_tools.gpu_check import REFERENCE_UPDATE
@@ -87,8 +88,8 @@ def test_reference_step_runs_five_whole_and_one_partial_mini_batch_at_each_ranks
             assert (tokens[:per_rank] > 0).all() and (tokens[per_rank:] == 0).all()
             assert (got[per_rank:] == 0).all()
     for s in steps:
-        assert s["training/ppo_mini_batches"] == s["training/optimizer_steps"] == 6
-        assert s["training/partial_mini_batch_weight"] == pytest.approx(1 / 3)
+        assert s[names.PPO_MINI_BATCHES] == s[names.OPTIMIZER_STEPS] == 6
+        assert s[names.PARTIAL_MINI_BATCH_WEIGHT] == pytest.approx(1 / 3)
     # The start of the log names the rules that ran (a GPU log is read for this line).
     assert f"update: pilot_commit, policy loss pc_reference (token-mean), {rows} rows a step in reference row " in (
         caplog.text
@@ -148,7 +149,7 @@ def test_grpo_keeps_four_whole_mini_batches_under_the_reference_preset(shape, tm
     assert len(updates) == STEPS
     for call, original in zip(updates, sent, strict=True):
         assert call.num_rows == 4 * group and torch.equal(call.advantages, original)  # no padding, no scaling
-    assert all(s["training/optimizer_steps"] == 4 and s["training/partial_mini_batch_weight"] == 1 for s in steps)
+    assert all(s[names.OPTIMIZER_STEPS] == 4 and s[names.PARTIAL_MINI_BATCH_WEIGHT] == 1 for s in steps)
 
 
 def test_improved_preset_takes_grpo_s_four_updates(tmp_path, tokenizer):
@@ -163,7 +164,7 @@ def test_improved_preset_takes_grpo_s_four_updates(tmp_path, tokenizer):
         ],
     )
     assert all(torch.equal(call.advantages, original) for call, original in zip(updates, sent, strict=True))
-    assert all(s["training/optimizer_steps"] == 4 for s in steps)
+    assert all(s[names.OPTIMIZER_STEPS] == 4 for s in steps)
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from support import (
     step_records,
 )
 
+from recipe.pc import metric_names as names
 from recipe.pc.dataset import PilotCommitDataset
 from recipe.pc.settings import PCConfigError, PCSettings
 
@@ -36,14 +37,14 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, tokenizer)
     # Same pilot draws and buffer commits, round by round; same training groups (uid, pilot step, correctness).
     assert_resumed_like(resumed, full, 3)
     keys = [
-        "rollout_stats/cumulative_rollouts_sample",
-        "training/total_sampling_rounds",
-        "training/epoch",
-        "buffer_stats/local/buffer_size",
-        "training/num_evicted_prompts",
+        names.CUMULATIVE_SAMPLED,
+        names.TOTAL_SAMPLING_ROUNDS,
+        names.EPOCH,
+        names.BUFFER_SIZE,
+        names.NUM_EVICTED_PROMPTS,
     ]
     assert [[s[k] for k in keys] for s in resumed.steps] == [[s[k] for k in keys] for s in full.steps[3:]]
-    assert {s["training/epoch"] for s in full.steps[3:]} != {full.steps[2]["training/epoch"]}  # crossed an epoch
+    assert {s[names.EPOCH] for s in full.steps[3:]} != {full.steps[2][names.EPOCH]}  # crossed an epoch
 
 
 @pytest.mark.parametrize("carry", [True, False])
@@ -52,22 +53,20 @@ def test_epoch_boundary_carry_or_flush_and_every_rollout_counted(tmp_path, token
     trainer = build_trainer(tmp_path, tokenizer, extra=[f"algorithm.carry_over_epoch={str(carry).lower()}"])
     trainer.fit()
     records = read_metrics(log)
-    epochs = [r["data"] for r in records if "exclusion_stats/epoch" in r["data"]]
+    epochs = [r["data"] for r in records if names.EXCLUSION_EPOCH in r["data"]]
     assert epochs
     if carry:
-        assert all(e["exclusion_stats/flushed_buffer_entries"] == 0 for e in epochs)
-        assert any(e["exclusion_stats/carried_buffer_entries"] + e["exclusion_stats/carried_prompts"] for e in epochs)
+        assert all(e[names.FLUSHED_BUFFER_ENTRIES] == 0 for e in epochs)
+        assert any(e[names.CARRIED_BUFFER_ENTRIES] + e[names.CARRIED_PROMPTS] for e in epochs)
     else:
-        assert all(e["exclusion_stats/carried_buffer_entries"] == 0 for e in epochs)
-        assert any(
-            e["exclusion_stats/flushed_buffer_entries"] + e["exclusion_stats/dropped_partial_prompts"] for e in epochs
-        )
+        assert all(e[names.CARRIED_BUFFER_ENTRIES] == 0 for e in epochs)
+        assert any(e[names.FLUSHED_BUFFER_ENTRIES] + e[names.DROPPED_PARTIAL_PROMPTS] for e in epochs)
     steps = step_records(log)
     generated = sum(c.num_rows for c in trainer.async_rollout_manager.calls)
-    padding = sum(s["rollout_stats/num_rollouts_padding"] for s in steps)
-    assert steps[-1]["rollout_stats/cumulative_rollouts_sample"] + padding == generated
+    padding = sum(s[names.ROLLOUTS_PADDING] for s in steps)
+    assert steps[-1][names.CUMULATIVE_SAMPLED] + padding == generated
     # ... and every generation call as a round, including those of a partial batch dropped at an epoch end
-    assert sum(s["training/num_gen_batches"] for s in steps) == len(trainer.async_rollout_manager.calls)
+    assert sum(s[names.ROUNDS] for s in steps) == len(trainer.async_rollout_manager.calls)
     for call in (c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"):
         ids = {uid.split(":")[1] for uid in call.uids}
         assert len(ids) == B  # never the same prompt twice in a batch, even across the boundary
@@ -83,11 +82,11 @@ def test_too_hard_data_trains_on_an_unfilled_batch(tmp_path, tokenizer):
     steps = step_records(log)
     assert len(steps) == 4
     unit = 2  # 2 prompts x 8 rows = one mini-batch of 4 x rollout.n(4) rows over 2 ranks
-    unfilled = [s for s in steps if s["training/unfilled_batch"]]
+    unfilled = [s for s in steps if s[names.UNFILLED_BATCH]]
     assert unfilled
     for s in unfilled:
-        assert s["training/num_prompt_in_batch"] % unit == 0 and 0 < s["training/num_prompt_in_batch"] < B
-        assert s["rollout_stats/num_rollouts_train"] == s["training/num_prompt_in_batch"] * (N_PILOT + N_COMMIT)
+        assert s[names.PROMPTS_IN_BATCH] % unit == 0 and 0 < s[names.PROMPTS_IN_BATCH] < B
+        assert s[names.ROLLOUTS_TRAINED] == s[names.PROMPTS_IN_BATCH] * (N_PILOT + N_COMMIT)
     for call in (c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"):
         assert call.num_rows % 16 == 0
 
@@ -107,8 +106,8 @@ def test_min_train_prompts_above_what_is_collected_keeps_generating(tmp_path, to
     )
     trainer.fit()
     steps = step_records(log)
-    assert all(s["training/num_prompt_in_batch"] == B and s["training/unfilled_batch"] == 0 for s in steps)
-    assert max(s["training/num_gen_batches"] for s in steps) > 2
+    assert all(s[names.PROMPTS_IN_BATCH] == B and s[names.UNFILLED_BATCH] == 0 for s in steps)
+    assert max(s[names.ROUNDS] for s in steps) > 2
 
 
 def test_eviction_emptying_the_data_finishes_with_a_final_checkpoint(tmp_path, tokenizer, caplog):
@@ -161,7 +160,7 @@ def test_non_binary_metric_bands_the_mean_and_never_trains_flat_groups(tmp_path,
         assert not flat & set(ids.tolist())
         assert len(np.unique(scores)) > 2  # the metric really is non-binary
         assert all(scores[ids == pid].std() > 0 for pid in np.unique(ids))
-    assert all(s["training/zero_variance_group_frac"] == 0.0 for s in steps)
+    assert all(s[names.ZERO_VARIANCE_GROUP_FRAC] == 0.0 for s in steps)
 
 
 def test_reward_function_that_raises_is_reported_with_its_round_and_prompts(tmp_path, tokenizer):
@@ -261,17 +260,17 @@ def test_resume_from_every_step_across_an_epoch_boundary_with_evictions(tmp_path
     extra = ["trainer.save_freq=1", f"algorithm.carry_over_epoch={str(carry).lower()}"]
     extra.append(f"trainer.total_training_steps={steps}")
     keys = [
-        "rollout_stats/cumulative_rollouts_sample",
-        "rollout_stats/cumulative_rollouts_train",
-        "training/total_sampling_rounds",
-        "training/total_consumed_prompts",
-        "training/epoch",
-        "buffer_stats/local/buffer_size",
-        "training/num_evicted_prompts",
+        names.CUMULATIVE_SAMPLED,
+        names.CUMULATIVE_TRAINED,
+        names.TOTAL_SAMPLING_ROUNDS,
+        names.TOTAL_CONSUMED_PROMPTS,
+        names.EPOCH,
+        names.BUFFER_SIZE,
+        names.NUM_EVICTED_PROMPTS,
     ]
     full = fit_run(tmp_path / "full", tokenizer, extra)
     saved = dict(re.findall(r"saved PC state at step (\d+): (.*)", caplog.text))
-    evicted_at = [s["training/num_evicted_prompts"] for s in full.steps]
+    evicted_at = [s[names.NUM_EVICTED_PROMPTS] for s in full.steps]
     assert evicted_at[0] == 0 < evicted_at[-1], "the run must cross an epoch boundary that evicts prompts"
     for cut in range(1, steps):
         checkpoint = tmp_path / "full" / "ckpt" / f"global_step_{cut}"
@@ -298,11 +297,9 @@ def test_rounds_of_a_partial_batch_dropped_at_an_epoch_end_are_still_logged(tmp_
     )
     trainer.fit()
     records = read_metrics(log)
-    dropped = [
-        r["data"]["exclusion_stats/dropped_partial_prompts"] for r in records if "exclusion_stats/epoch" in r["data"]
-    ]
+    dropped = [r["data"][names.DROPPED_PARTIAL_PROMPTS] for r in records if names.EXCLUSION_EPOCH in r["data"]]
     assert any(dropped)  # the scenario happened
     steps = step_records(log)
     # The data runs out inside the last step: its rounds belong to no logged step.
-    logged = [c for c in trainer.async_rollout_manager.calls if c.global_steps <= steps[-1]["training/global_step"]]
-    assert sum(s["training/num_gen_batches"] for s in steps) == len(logged)
+    logged = [c for c in trainer.async_rollout_manager.calls if c.global_steps <= steps[-1][names.GLOBAL_STEP]]
+    assert sum(s[names.ROUNDS] for s in steps) == len(logged)

@@ -6,6 +6,7 @@ from collections import Counter
 
 from support import N_COMMIT, N_PILOT, G, build_trainer, env_file_logger, step_records
 
+from recipe.pc import metric_names as names
 from recipe.pc.rollout_dump import discard_after
 
 
@@ -28,13 +29,13 @@ def test_pc_dump_holds_every_generated_rollout_with_its_prompt_and_kind(tmp_path
     assert sorted(by_step) == list(range(1, len(steps) + 1))
     calls = trainer.async_rollout_manager.calls
     total = sum(len(rows) for rows in by_step.values())
-    assert total == steps[-1]["rollout_stats/cumulative_rollouts_sample"]
+    assert total == steps[-1][names.CUMULATIVE_SAMPLED]
     assert total < sum(c.num_rows for c in calls)  # the padding rows were left out
     for step, rows in by_step.items():
         record = steps[step - 1]
         kinds = Counter(r["kind"] for r in rows)
-        assert kinds["pilot"] == record["rollout_stats/num_rollouts_sample_explore"]
-        assert kinds["commit"] == record["rollout_stats/num_rollouts_sample_commit"]
+        assert kinds["pilot"] == record[names.ROLLOUTS_PILOT]
+        assert kinds["commit"] == record[names.ROLLOUTS_COMMIT]
         assert {r["step"] for r in rows} == {step}
         for r in rows:
             assert r["uid"].endswith(f":{r['prompt_id']}")

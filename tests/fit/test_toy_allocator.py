@@ -9,6 +9,7 @@ import numpy as np
 from support import B, build_trainer, compose_pc_config, env_file_logger, step_records
 
 from recipe.pc import allocators
+from recipe.pc import metric_names as names
 from recipe.pc.allocators import ALLOCATORS
 from recipe.pc.settings import PCSettings
 from recipe.pc_tools.simulate import SimulatedRun
@@ -67,8 +68,8 @@ def test_a_toy_allocator_trains_through_fit(tmp_path, tokenizer, monkeypatch):
         ids = np.asarray(call.prompt_ids)
         assert len(np.unique(ids)) == B and (ids % 2 == 0).all()
     steps = step_records(log)
-    assert all(s["training/num_prompt_in_batch"] == B for s in steps)
-    assert sum(s["training/num_gen_batches"] for s in steps) > 4  # half of each round trains: some steps take two
+    assert all(s[names.PROMPTS_IN_BATCH] == B for s in steps)
+    assert sum(s[names.ROUNDS] for s in steps) > 4  # half of each round trains: some steps take two
 
 
 def test_a_toy_allocator_is_simulated_by_the_cost_model(tmp_path, monkeypatch):

@@ -19,6 +19,8 @@ from support import (
     step_records,
 )
 
+from recipe.pc import metric_names as names
+
 
 def pilot_ids(call):
     """Prompt ids of a generation call's pilot part (the first G * N_PILOT rows)."""
@@ -80,26 +82,24 @@ def test_one_generation_call_per_round_and_counters_add_up(finished_run):
     assert trainer.counters.total_consumed_prompts == G * len(gen_calls)
     for call in gen_calls:
         assert call.num_rows % 6 == 0  # padded to lcm(agent workers 3, dp 2)
-    padding = sum(s["rollout_stats/num_rollouts_padding"] for s in steps)
+    padding = sum(s[names.ROLLOUTS_PADDING] for s in steps)
     for s in steps:
-        assert s["rollout_stats/num_rollouts_sample"] == (
-            s["rollout_stats/num_rollouts_sample_explore"] + s["rollout_stats/num_rollouts_sample_commit"]
-        )
-        assert s["rollout_stats/num_rollouts_train"] == B * (N_PILOT + N_COMMIT)
-        assert s["training/num_prompt_in_batch"] == B
-        assert s["rollout_stats/num_rollouts_sample_commit"] == N_COMMIT * B
-        assert s["training/zero_variance_group_frac"] == 0.0  # every committed group passed the band
-    cumulative = [s["rollout_stats/cumulative_rollouts_sample"] for s in steps]
-    assert cumulative == list(np.cumsum([s["rollout_stats/num_rollouts_sample"] for s in steps]))
+        assert s[names.ROLLOUTS_SAMPLED] == (s[names.ROLLOUTS_PILOT] + s[names.ROLLOUTS_COMMIT])
+        assert s[names.ROLLOUTS_TRAINED] == B * (N_PILOT + N_COMMIT)
+        assert s[names.PROMPTS_IN_BATCH] == B
+        assert s[names.ROLLOUTS_COMMIT] == N_COMMIT * B
+        assert s[names.ZERO_VARIANCE_GROUP_FRAC] == 0.0  # every committed group passed the band
+    cumulative = [s[names.CUMULATIVE_SAMPLED] for s in steps]
+    assert cumulative == list(np.cumsum([s[names.ROLLOUTS_SAMPLED] for s in steps]))
     generated = sum(c.num_rows for c in gen_calls)
     assert cumulative[-1] + padding == generated
-    rounds = sum(s["training/num_gen_batches"] for s in steps)
+    rounds = sum(s[names.ROUNDS] for s in steps)
     assert rounds <= len(gen_calls)  # rounds of partial batches dropped at epoch ends are not a step's
 
 
 def test_solved_prompts_are_evicted_and_never_return(finished_run):
     trainer, _, records, _ = finished_run
-    epochs = [r["data"] for r in records if "exclusion_stats/epoch" in r.get("data", {})]
+    epochs = [r["data"] for r in records if names.EXCLUSION_EPOCH in r.get("data", {})]
     assert len(epochs) >= 1, "the run must cross an epoch boundary"
     first_epoch_rounds = len(PROBS) // G
     piloted = Counter()

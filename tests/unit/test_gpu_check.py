@@ -5,10 +5,11 @@ import math
 
 import pytest
 
+from recipe.pc import metric_names as names
 from recipe.pc_tools import gpu_check
 from recipe.pc_tools.gpu_check import PROBS_DIFF, REFERENCE_UPDATE, main
 
-REWARD = "pilot_stats/metric_mean"
+REWARD = names.PILOT_METRIC_MEAN
 
 
 def write_run(folder, rows, log=""):
@@ -94,9 +95,9 @@ def reference_rows(change=None, steps=6):
     rows = [
         {
             "actor/grad_norm": 1.5,
-            "training/ppo_mini_batches": 6,
-            "training/optimizer_steps": 6,
-            "training/partial_mini_batch_weight": 1 / 3,
+            names.PPO_MINI_BATCHES: 6,
+            names.OPTIMIZER_STEPS: 6,
+            names.PARTIAL_MINI_BATCH_WEIGHT: 1 / 3,
         }
         for _ in range(steps)
     ]
@@ -118,9 +119,9 @@ def test_reference_passes_a_log_that_ran_the_authors_update(tmp_path, capsys):
     [
         ({(2, "actor/grad_norm"): None}, UPDATE, "actor/grad_norm is not finite at steps [2]"),
         ({(3, "actor/grad_norm"): math.inf}, UPDATE, "actor/grad_norm is not finite at steps [3]"),
-        ({(1, "training/optimizer_steps"): 5}, UPDATE, "optimizer steps differ from PPO mini-batches at steps [1]"),
+        ({(1, names.OPTIMIZER_STEPS): 5}, UPDATE, "optimizer steps differ from PPO mini-batches at steps [1]"),
         (
-            {(4, "training/partial_mini_batch_weight"): 1.0},
+            {(4, names.PARTIAL_MINI_BATCH_WEIGHT): 1.0},
             UPDATE,
             "no partial mini-batch weighted below 1 at steps [4]",
         ),
@@ -154,7 +155,7 @@ def test_reference_fails_a_run_that_stopped_early(tmp_path, capsys):
     assert main(["reference", run, "--steps", "2"]) == 0
 
 
-SAMPLED, CUMULATIVE = "rollout_stats/num_rollouts_sample", "rollout_stats/cumulative_rollouts_sample"
+SAMPLED, CUMULATIVE = names.ROLLOUTS_SAMPLED, names.CUMULATIVE_SAMPLED
 TWO_NODES_LOG = """(TaskRunner pid=7) INFO recipe.pc.checkpointing: saved PC state at step 2: buffer 3, evicted 0
 (TaskRunner pid=7) INFO recipe.pc.checkpointing: saved PC state at step 4: buffer 8, evicted 3
 first: exit code 0

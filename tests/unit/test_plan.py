@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from support import FIXTURES, run_module
 
+from recipe.pc import metric_names as names
 from recipe.pc_tools import plan
 from recipe.pc_tools.costmodel import GRPO, PilotCommit, predict, predict_at_filter_rate, simulate
 from recipe.pc_tools.defaults import SKIP
@@ -150,13 +151,13 @@ def _write_metrics(path, per_step: dict[int, tuple[int, int, int, int]], explore
         handle.write(json.dumps({"step": 0, "data": {"val-core/arith/acc/mean@4": 0.1}}) + "\n")
         for step, (rollouts, rounds, passed, candidates) in per_step.items():
             data = {
-                "rollout_stats/num_rollouts_sample": rollouts,
-                "training/num_gen_batches": rounds,
-                "filtering_stats/pass_count": passed,
-                "filtering_stats/num_candidates": candidates,
+                names.ROLLOUTS_SAMPLED: rollouts,
+                names.ROUNDS: rounds,
+                names.PASS_COUNT: passed,
+                names.CANDIDATES: candidates,
             }
             if explore is not None:
-                data["rollout_stats/num_rollouts_sample_explore"] = explore
+                data[names.ROLLOUTS_PILOT] = explore
             data.update(counters)
             handle.write(json.dumps({"step": step, "data": data}) + "\n")
     return str(path)
@@ -459,10 +460,10 @@ def test_a_run_must_match_the_stages_it_is_measured_against(tmp_path, capsys):
     def log(name: str, **counters) -> str:
         return _write_metrics(tmp_path / name, {1: (200, 1, 2, 8)}, explore=32, **counters)
 
-    off = {"filtering_stats/screened_out_count": 0, "rollout_stats/num_rollouts_downsampled": 0}
+    off = {"filtering_stats/screened_out_count": 0, names.ROLLOUTS_DOWNSAMPLED: 0}
     unscreened = log("plain.jsonl", **off)
-    screened = log("screened.jsonl", **{**off, "filtering_stats/screened_out_count": 3})
-    downsampled = log("pods.jsonl", **{**off, "rollout_stats/num_rollouts_downsampled": 96})
+    screened = log("screened.jsonl", **{**off, names.SCREENED_OUT: 3})
+    downsampled = log("pods.jsonl", **{**off, names.ROLLOUTS_DOWNSAMPLED: 96})
     for extra, path, message in (
         (["--screen-n", "2"], unscreened, "has no screened-out prompts"),
         ([], screened, "has screened-out prompts"),

@@ -61,7 +61,7 @@ def write_file_logger(path, rows):
         else:
             lines.append({"step": step, "data": row})
         if step == 3:
-            lines.append({"step": 3, "data": {"exclusion_stats/epoch": 0, "exclusion_stats/dataset_size": 90}})
+            lines.append({"step": 3, "data": {"exclusion_stats/epoch": 0, names.DATASET_SIZE: 90}})
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path
 
@@ -111,7 +111,7 @@ def test_file_logger_lines_sharing_a_step_are_merged(logs):
     frame = readers.load_run(logs["grpo"])
     assert frame.index.tolist() == [0, 1, 2, 3, 4, 5, 6]
     assert frame.loc[4, names.CUMULATIVE_SAMPLED] == 400 and frame.loc[4, AIME] == 0.3  # two lines at step 4
-    assert frame.loc[3, "exclusion_stats/dataset_size"] == 90 and frame.loc[3, names.STEP_TIME] == 10
+    assert frame.loc[3, names.DATASET_SIZE] == 90 and frame.loc[3, names.STEP_TIME] == 10
     assert pd.isna(frame.loc[0, names.CUMULATIVE_SAMPLED]) and frame.loc[0, MATH] == 0.3
 
 
@@ -125,7 +125,7 @@ def test_wandb_csv_json_and_jsonl_load_to_the_same_frame(tmp_path):
         readers.load_run(jsonl),
         readers.load_run(write_file_logger(tmp_path / "pc_file.jsonl", rows)),
     ]
-    expected = frames[-1].drop(columns=["exclusion_stats/epoch", "exclusion_stats/dataset_size"]).sort_index(axis=1)
+    expected = frames[-1].drop(columns=[names.EXCLUSION_EPOCH, names.DATASET_SIZE]).sort_index(axis=1)
     assert "_runtime" not in frames[0].columns and "_timestamp" not in frames[1].columns
     for frame in frames[:-1]:
         pd.testing.assert_frame_equal(frame.sort_index(axis=1), expected, check_dtype=False)
@@ -196,7 +196,7 @@ def write_tensorboard(folder, rows):
 
 def test_tensorboard_folder_loads_like_the_file_logger(logs, tmp_path):
     folder = write_tensorboard(tmp_path / "tb" / "grpo", step_rows(RUNS["grpo"]))
-    expected = readers.load_run(logs["grpo"]).drop(columns=["exclusion_stats/epoch", "exclusion_stats/dataset_size"])
+    expected = readers.load_run(logs["grpo"]).drop(columns=[names.EXCLUSION_EPOCH, names.DATASET_SIZE])
     for source in (folder, readers.RunSource("tensorboard", str(folder))):
         frame = readers.load_run(source)
         # TensorBoard stores float32: compare at that precision.
