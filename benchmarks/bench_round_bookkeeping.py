@@ -141,7 +141,7 @@ class Phases:
 
 
 def build(args, workdir: str, prompt_len: int, response_len: int) -> RayPCTrainer:
-    from conftest import compose_pc_config
+    from support import compose_pc_config
 
     rng = np.random.default_rng(args.seed)
     probs = rng.beta(0.5, 1.0, args.gen_batch * (args.fill_rounds + args.rounds + 1)).tolist()

@@ -7,7 +7,7 @@ import glob
 import os
 from collections import Counter
 
-from support import TESTS
+from support import ROOT, TESTS
 
 LAYERS = ("unit", "fit", "scripts", "docs")
 
@@ -35,6 +35,13 @@ def test_no_test_module_imports_another():
         for path in suite_modules()
     }
     assert {path: names for path, names in offenders.items() if names} == {}
+
+
+def test_nothing_but_pytest_imports_conftest():
+    # conftest is pytest's, not a module: the benchmarks import the test helpers from support too.
+    paths = glob.glob(os.path.join(TESTS, "**", "*.py"), recursive=True)
+    paths += glob.glob(os.path.join(ROOT, "benchmarks", "*.py"))
+    assert [os.path.relpath(p, ROOT) for p in paths if "conftest" in imported_modules(p)] == []
 
 
 def test_every_test_module_is_in_a_layer_folder_under_a_unique_name():
