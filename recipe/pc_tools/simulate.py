@@ -83,9 +83,10 @@ class SimulatedRun:
         self.allocator.end_step(number)
         self.prompt_filter.end_step(self.epoch)
         informative = _informative_groups(state)
-        # The filter's passes: the groups neither too correct nor too incorrect (for PC, pilots in the band; for a
-        # baseline, groups whose rollouts vary, though GRPO trains the rest too).
-        passes = state.pilot_prompts - state.too_correct - state.too_incorrect
+        # The filter's pass rate: PC's pilots in the band whose rollouts disagree (a band edge at 0 lets flat pilots
+        # through the band, not the filter); a baseline's groups whose rollouts vary (GRPO trains the rest too).
+        flat = state.too_correct + state.too_incorrect
+        passes = state.passed if settings.method == "pilot_commit" else state.pilot_prompts - flat
         totals = [state.rounds, state.pilot_rollouts, state.commit_rollouts, state.committed_prompts, informative]
         return np.array([*totals, passes, state.pilot_prompts], dtype=np.float64)
 

@@ -29,6 +29,9 @@ CONFIGS = [
     PilotCommit(4, 12, 96, 32, buffer_max_off_steps=0),
     PilotCommit(2, 14, 96, 32, buffer_max_off_steps=1),
     PilotCommit(4, 12, 64, 32, buffer_max_off_steps=0, max_num_gen_batches=3),
+    # band edges at 0: flat pilots are inside the band but still fail the filter
+    PilotCommit(8, 8, 64, 32, p_lower=0.0),
+    PilotCommit(8, 8, 64, 32, p_upper=0.0),
     # the stages: screening pilots and PODS down-sampling
     PilotCommit(4, 12, 96, 32, screen_n=2),
     PilotCommit(8, 8, 48, 16, screen_n=3, buffer_max_off_steps=1),
