@@ -185,6 +185,7 @@ def test_dapo_trains_the_groups_whose_scores_vary_whatever_their_mean():
     assert (request.kind, request.n) == (GROUP, 4)
     (segment,) = result.segments
     assert segment.column("index").tolist() == [3] * 4 + [5] * 4
+    assert len(segment.rows) == 8  # a step of many rounds holds only the kept rows of each, not the whole round
     assert (tally.passed, tally.too_correct, tally.too_incorrect) == (2, 2, 2)
     assert tally.committed_ids == {3, 5}
 

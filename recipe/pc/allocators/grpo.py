@@ -59,11 +59,13 @@ class GRPOAllocator(Allocator):
         first_rows = verdict.stats.first_row[kept]
         n, m = self.pc.n_generated, self.pc.n_commit
         if self.pc.downsample.n is None:
-            # The index, not a selected copy: the trainer copies the rows once, into its batch.
-            result.segments = [Segment(rows, group_rows(first_rows, m))]
+            index = group_rows(first_rows, m)
         else:
             result.downsampled_rollouts = int(kept.size) * (n - m)
-            result.segments = [Segment(rows, downsample_rows(values, first_rows, n, m, self.rng))]
+            index = downsample_rows(values, first_rows, n, m, self.rng)
+        # A one-round step hands the trainer an index (one copy, into its batch); a step of many rounds (DAPO) copies
+        # its kept rows now, so it does not hold every round's discarded rows until the batch is assembled.
+        result.segments = [Segment(rows, index) if self.one_round_a_step else Segment(rows.select_idxs(index))]
         return result
 
     def verdict(self, prompt_ids: np.ndarray, values: np.ndarray) -> PilotVerdict:
