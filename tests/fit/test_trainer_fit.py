@@ -254,9 +254,15 @@ def test_every_attribute_the_trainer_sets_is_declared_by_init(tmp_path, tokenize
     for module in (pc_ray_trainer, generation, update, checkpointing):
         for node in ast.walk(ast.parse(inspect.getsource(module))):
             targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-            for target in targets:
+            for target in (t for top in targets if top is not None for t in ast.walk(top)):  # tuples unpacked too
                 if isinstance(target, ast.Attribute) and getattr(target.value, "id", None) == "self":
                     assigned.setdefault(target.attr, module.__name__)
     assert {"global_steps", "counters", "_last_saved_step"} <= assigned.keys()  # the scan sees every module
-    declared = vars(build_trainer(tmp_path, tokenizer))
-    assert {name: where for name, where in assigned.items() if name not in declared} == {}
+
+    class Recording(pc_ray_trainer.RayPCTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            Recording.declared = set(vars(self))  # before build_trainer attaches the stand-in workers
+
+    build_trainer(tmp_path, tokenizer, trainer_cls=Recording)
+    assert {name: where for name, where in assigned.items() if name not in Recording.declared} == {}

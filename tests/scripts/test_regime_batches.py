@@ -13,10 +13,10 @@ from support import ROOT, dry_run, write_parquet_rows
 from recipe.pc.settings import PCSettings
 
 BATCHES = sorted(glob.glob(os.path.join(ROOT, "docs", "results", "regimes", "batch*.txt")))
-# ALGO<n>[x<commit>][ref][screen<k> | skip | ds<generated>][t<steps>][e<epochs>]_<mix>[<train prompts>]_s<seed>; the
-# suffixes are the allocator stages, t<steps> a run longer than the study's 30 steps (trainer.total_training_steps),
-# e<epochs> a cap on the epochs other than the launcher's 100 (trainer.total_epochs), a number after the mix a subset
-# of its training prompts (data.train_max_samples).
+# ALGO<n>[x<commit>][ref][screen<k> | skip | ds<generated>][t<steps>][e<epochs>]_<mix>[<train prompts>]_s<seed>;
+# screen, skip and ds are the allocator stages, t<steps> a run longer than the study's 30 steps
+# (trainer.total_training_steps), e<epochs> a cap on the epochs other than the launcher's 100 (trainer.total_epochs),
+# a number after the mix a subset of its training prompts (data.train_max_samples).
 NAME = re.compile(
     r"^(?P<algo>grpo|dapo|pc)(?P<a>\d+)(?:x(?P<b>\d+))?(?P<ref>ref)?"
     r"(?:screen(?P<screen>\d+)|(?P<skip>skip)|ds(?P<ds>\d+))?(?:t(?P<steps>\d+))?(?:e(?P<epochs>\d+))?"

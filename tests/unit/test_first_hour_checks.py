@@ -348,11 +348,12 @@ def third_party_imports(folders: list[str]) -> dict[str, str]:
     return found
 
 
-def declared(with_test_extra: bool) -> set[str]:
+def declared(for_tests: bool) -> set[str]:
+    """The dependencies, with the test extra alone (what the test command installs) or with every other extra."""
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         project = tomllib.load(f)["project"]
     groups = project["optional-dependencies"]
-    extras = [r for name, reqs in groups.items() if with_test_extra or name != "test" for r in reqs]
+    extras = [r for name, reqs in groups.items() if (name == "test") == for_tests for r in reqs]
     return {canonicalize_name(Requirement(r).name) for r in project["dependencies"] + extras}
 
 
@@ -363,14 +364,14 @@ def undeclared(imported: dict[str, str], names: set[str]) -> dict[str, str]:
 def test_every_third_party_import_is_declared():
     imported = third_party_imports(["recipe", "data", "scripts", "benchmarks"])
     assert {"torch", "omegaconf", "math_verify", "matplotlib", "safetensors"} <= imported.keys()  # lazy ones too
-    missing = undeclared(imported, declared(with_test_extra=False))
+    missing = undeclared(imported, declared(for_tests=False))
     assert missing == {}, f"imported but not in pyproject.toml's dependencies or extras: {missing}"
 
 
 def test_every_import_of_the_tests_is_declared_with_the_test_extra():
     imported = third_party_imports(["tests"])
     assert {"pytest", "transformers", "packaging"} <= imported.keys()
-    missing = undeclared(imported, declared(with_test_extra=True))
+    missing = undeclared(imported, declared(for_tests=True))
     assert missing == {}, f"imported by tests but not in pyproject.toml (the test extra): {missing}"
 
 

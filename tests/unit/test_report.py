@@ -7,16 +7,18 @@ Runs (training steps 1..6, validation at steps 0, 2, 4, 6; accuracy = mean of ai
   pc   (W&B JSON):                50 rollouts,  8 s, 3 gen calls per step; accuracy 0.2 0.4 0.5 0.45
 """
 
+import glob
 import json
 import logging
 import os
+import re
 import sys
 import types
 
 import numpy as np
 import pandas as pd
 import pytest
-from support import FIXTURES, run_module
+from support import FIXTURES, ROOT, run_module
 
 from recipe.pc import metric_names as names
 from recipe.pc_tools import curves as curve_fns
@@ -1065,3 +1067,26 @@ def test_interpolate_and_ci_refuse_what_they_cannot_read(seed_logs, tmp_path, ca
     assert report.main([*seed_logs, "--seeds", "--interpolate", "--ci", "--at-rollouts", "300", *out]) == 2
     assert "--ci resamples and permutes runs: every configuration needs 2 or more; dapo (1)" in caplog.text
     assert not (tmp_path / "out" / "seeds_table.md").exists()
+
+
+def test_the_logged_metric_names_change_only_on_purpose():
+    """Tests and tools read metrics through ``recipe.pc.metric_names``, so a renamed value would pass them all while
+    breaking users' dashboards and old logs: the names as users see them are pinned in a fixture."""
+    current = sorted(v for k, v in vars(names).items() if k.isupper() and isinstance(v, str))
+    with open(os.path.join(FIXTURES, "metric_names.txt")) as f:
+        pinned = f.read().split()
+    assert current == pinned, "a metric name changed: update tests/fixtures/metric_names.txt only if that is intended"
+
+
+def test_every_metric_name_the_docs_mention_is_one_the_trainer_logs():
+    logged = {v for k, v in vars(names).items() if k.isupper() and isinstance(v, str)}
+    verl_own = {"training/rollout_probs_diff_mean"}  # verl's, compared in the GPU checks page
+    pages = [os.path.join(ROOT, "README.md"), *glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)]
+    pattern = re.compile(r"\b(?:training|rollout_stats|buffer_stats|filtering_stats|pilot_stats|exclusion_stats)/\w+")
+    mentioned = {}
+    for page in pages:
+        if "/results/" not in page:  # study notebooks quote old logs
+            with open(page, encoding="utf-8") as f:
+                mentioned.update({name: os.path.relpath(page, ROOT) for name in pattern.findall(f.read())})
+    assert len(mentioned) >= 5
+    assert {name: page for name, page in mentioned.items() if name not in logged | verl_own} == {}
