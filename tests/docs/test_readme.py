@@ -12,9 +12,8 @@ import re
 
 import pytest
 from omegaconf import OmegaConf
-from support import compose_pc_config
+from support import ROOT, compose_pc_config
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README = os.path.join(ROOT, "README.md")
 REGIMES = os.path.join(ROOT, "docs", "results", "regimes")
 REGIME_README = os.path.join(REGIMES, "README.md")

@@ -1069,17 +1069,18 @@ def test_interpolate_and_ci_refuse_what_they_cannot_read(seed_logs, tmp_path, ca
     assert not (tmp_path / "out" / "seeds_table.md").exists()
 
 
+LOGGED_NAMES = sorted(v for k, v in vars(names).items() if k.isupper() and isinstance(v, str))
+
+
 def test_the_logged_metric_names_change_only_on_purpose():
     """Tests and tools read metrics through ``recipe.pc.metric_names``, so a renamed value would pass them all while
     breaking users' dashboards and old logs: the names as users see them are pinned in a fixture."""
-    current = sorted(v for k, v in vars(names).items() if k.isupper() and isinstance(v, str))
     with open(os.path.join(FIXTURES, "metric_names.txt")) as f:
         pinned = f.read().split()
-    assert current == pinned, "a metric name changed: update tests/fixtures/metric_names.txt only if that is intended"
+    assert LOGGED_NAMES == pinned, "a metric name changed: update tests/fixtures/metric_names.txt if intended"
 
 
 def test_every_metric_name_the_docs_mention_is_one_the_trainer_logs():
-    logged = {v for k, v in vars(names).items() if k.isupper() and isinstance(v, str)}
     verl_own = {"training/rollout_probs_diff_mean"}  # verl's, compared in the GPU checks page
     pages = [os.path.join(ROOT, "README.md"), *glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)]
     pattern = re.compile(r"\b(?:training|rollout_stats|buffer_stats|filtering_stats|pilot_stats|exclusion_stats)/\w+")
@@ -1089,4 +1090,4 @@ def test_every_metric_name_the_docs_mention_is_one_the_trainer_logs():
             with open(page, encoding="utf-8") as f:
                 mentioned.update({name: os.path.relpath(page, ROOT) for name in pattern.findall(f.read())})
     assert len(mentioned) >= 5
-    assert {name: page for name, page in mentioned.items() if name not in logged | verl_own} == {}
+    assert {name: page for name, page in mentioned.items() if name not in {*LOGGED_NAMES, *verl_own}} == {}

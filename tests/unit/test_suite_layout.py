@@ -29,9 +29,7 @@ def imported_modules(path: str) -> set[str]:
 
 def test_no_test_module_imports_another():
     offenders = {
-        os.path.relpath(path, TESTS): sorted(
-            name for name in imported_modules(path) if name.startswith("test_") or name == "conftest"
-        )
+        os.path.relpath(path, TESTS): sorted(name for name in imported_modules(path) if name.startswith("test_"))
         for path in suite_modules()
     }
     assert {path: names for path, names in offenders.items() if names} == {}
