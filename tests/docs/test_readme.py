@@ -270,3 +270,20 @@ def test_the_pre_registered_row_comes_first_and_reads_as_its_record_does():
     assert "no measured difference" in record
     for number in ("−0.019", "[−0.038, −0.002]", "0.087"):
         assert number in row[4] and number in record, number
+
+
+def test_plan_s_measured_ratios_are_the_ledger_s():
+    """``plan`` warns against a PC split by the ratio the study measured for it: the same numbers as the ledger's."""
+    from recipe.pc_tools.predictions import MEASURED_AGAINST_GRPO
+
+    ledger = set()
+    for row in ledger_rows():
+        mix_and_group, config, crossings = row[0].split(", "), row[1], row[3]
+        split = re.match(r"PC (\d+) \+ (\d+)", config)
+        ratio = re.search(r"\((\d\.\d\d)×\)", crossings)
+        if split and ratio and len(mix_and_group) == 2:  # not the subset-of-prompts rows
+            screen = re.search(r"screened by (\d+)", config)
+            key = (int(split[1]), int(split[2]), int(screen[1]) if screen else None, mix_and_group[0])
+            ledger.add((*key, float(ratio[1])))
+    assert len(ledger) >= 8
+    assert set(MEASURED_AGAINST_GRPO) == ledger
