@@ -74,6 +74,17 @@ CARRIED_BUFFER_ENTRIES = "exclusion_stats/carried_buffer_entries"
 DROPPED_PARTIAL_PROMPTS = "exclusion_stats/dropped_partial_prompts"
 FLUSHED_BUFFER_ENTRIES = "exclusion_stats/flushed_buffer_entries"
 
+# --- per validation at rollout budgets (trainer.val_rollout_interval set; logged with each validation) -------------
+# The largest multiple of the interval reached since the previous validation: the budget this point stands for.
+# Absent when no multiple was reached (the last step, a trainer.test_freq step, or before training).
+VAL_BUDGET = "val_budget/budget"
+# How many multiples this validation stands for (> 1 when one step crossed several): they are
+# VAL_BUDGET - k * VAL_BUDGET_INTERVAL for k = 0 .. VAL_BUDGETS_REACHED - 1.
+VAL_BUDGETS_REACHED = "val_budget/budgets_reached"
+VAL_BUDGET_INTERVAL = "val_budget/interval"
+# The cumulative generated rollouts (as CUMULATIVE_SAMPLED) of the policy validated: the point's actual x.
+VAL_BUDGET_ROLLOUTS = "val_budget/cumulative_rollouts_sample"
+
 # --- verl's own, read by the tools -----------------------------------------------------------------------------------
 STEP_TIME = "timing_s/step"
 # Validation accuracy per benchmark (data source), over N samples a prompt.

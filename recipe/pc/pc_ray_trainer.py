@@ -42,6 +42,7 @@ from recipe.pc.settings import PCConfigError, PCSettings
 from recipe.pc.stages.prompt_filter import make_prompt_filter
 from recipe.pc.step import RunCounters, StepState, round_uids, run_round
 from recipe.pc.update import UpdateMixin
+from recipe.pc.val_budget import BudgetSchedule
 
 # Its level comes from the "recipe.pc" package logger (PC_LOGGING_LEVEL, set in the TaskRunner).
 logger = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         self.tracking: Tracking | None = None  # created when fit starts
         self._last_saved_step: int | None = None
         self._last_validated_step: int | None = None
+        self._val_budgets = BudgetSchedule(self.pc.val_rollout_interval)
         self._resumed_from: str | None = None
         self._weights_version = -1  # the step whose actor weights the rollout replicas hold
         self._batch_buffers = BatchBuffers()
@@ -139,6 +141,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         )
         self.global_steps = 0
         self._load_checkpoint()
+        self._val_budgets.resume(self.counters.cumulative_rollouts)
         dump_dir = self.config.trainer.get("rollout_data_dir", None)
         if dump_dir and (stale := discard_after(dump_dir, self.global_steps)):
             logger.warning(
@@ -152,7 +155,9 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         logger.info("update: %s", self._update_summary())
         SkipManager.init(self.config)
         if self.config.trainer.get("val_before_train", True):
-            self.tracking.log(data=self._validate(), step=self.global_steps)
+            metrics = self._validate()
+            metrics.update(self._val_budgets.record([], self.counters.cumulative_rollouts))
+            self.tracking.log(data=metrics, step=self.global_steps)
             if self.config.trainer.get("val_only", False):
                 return False
         return True
@@ -272,16 +277,31 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
             metrics.update(self.allocator.end_step(self.global_steps))
             metrics.update(self.prompt_filter.end_step(self.counters.epoch))
             batch = self._update_policy(batch, metrics, step.timing, is_last_step)
-        if self.config.trainer.test_freq > 0 and (
-            is_last_step or self.global_steps % self.config.trainer.test_freq == 0
-        ):
+        budgets = self._val_budgets.due(self.counters.cumulative_rollouts)
+        if self._validation_due(is_last_step, budgets):
             with marked_timer("testing", step.timing):
                 metrics.update(self._validate())
+            metrics.update(self._val_budgets.record(budgets, self.counters.cumulative_rollouts))
+            if budgets:
+                logger.info(
+                    "step %d validated for rollout budgets %s (%d rollouts generated)",
+                    self.global_steps,
+                    ", ".join(map(str, budgets)),
+                    self.counters.cumulative_rollouts,
+                )
             self._last_validated_step = self.global_steps
         self.tracking.log(data=self._step_log_metrics(batch, metrics, step.timing), step=self.global_steps)
         if not is_last_step and hasattr(self.train_dataset, "on_batch_end"):
             self.train_dataset.on_batch_end(batch=batch)  # as verl's fit: the dataset may change after a batch
         return is_last_step
+
+    def _validation_due(self, is_last_step: bool, budgets: list[int]) -> bool:
+        """verl's rule (every trainer.test_freq steps and the last) or a rollout budget reached; either rule alone
+        also validates the last step."""
+        test_freq = self.config.trainer.test_freq
+        if test_freq > 0 and (is_last_step or self.global_steps % test_freq == 0):
+            return True
+        return bool(budgets) or (is_last_step and self._val_budgets.on)
 
     def _assemble_training_batch(self, step: StepState) -> DataProto:
         """The step's groups, written once into a batch reused across steps (see ``BatchBuffers`` for when that is
@@ -399,8 +419,13 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         )
         if final_step > 0:
             self.global_steps = final_step
-            if self.config.trainer.test_freq > 0 and self._last_validated_step != final_step:
-                self.tracking.log(data=self._validate(), step=final_step)
+            validates = self.config.trainer.test_freq > 0 or self._val_budgets.on
+            if validates and self._last_validated_step != final_step:
+                # The rounds of the unfinished step trained nothing: the policy is the final step's.
+                trained_on = self.counters.cumulative_rollouts - unfinished.sampled_rollouts
+                metrics = self._validate()
+                metrics.update(self._val_budgets.record([], trained_on))
+                self.tracking.log(data=metrics, step=final_step)
             if self.config.trainer.save_freq > 0 and self._last_saved_step != final_step:
                 self._save_checkpoint()
         self._finish()

@@ -252,6 +252,8 @@ class PCSettings(_Group):
     min_train_prompts: int | None = key("algorithm.min_train_prompts")
     raise_on_unfilled_batch: bool = key("algorithm.raise_on_unfilled_batch")
     seed: int = key("algorithm.seed", fallback="data.seed", if_none=0)
+    # Validate when the cumulative generated rollouts reach each multiple of it (null: off; recipe.pc.val_budget).
+    val_rollout_interval: int | None = key("trainer.val_rollout_interval")
     pilot: PilotSettings
     buffer: BufferSettings
     skip: SkipSettings
@@ -315,6 +317,11 @@ class PCSettings(_Group):
             raise PCConfigError(
                 f"algorithm.downsample.n={self.downsample.n} must be at least actor_rollout_ref.rollout.n="
                 f"{self.n_commit}: it is the rollouts generated, of which rollout.n are trained (null: off)"
+            )
+        if self.val_rollout_interval is not None and self.val_rollout_interval < 1:
+            raise PCConfigError(
+                f"trainer.val_rollout_interval={self.val_rollout_interval} must be a positive number of generated "
+                "rollouts (validation each time the cumulative count reaches a multiple of it), or null for off"
             )
         if self.buffer.size < self.train_batch_size:
             raise PCConfigError(

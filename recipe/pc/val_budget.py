@@ -1,0 +1,53 @@
+"""Validation at rollout budgets (``trainer.val_rollout_interval``).
+
+Steps of different allocators cost different numbers of rollouts (a PC step's cost varies, a GRPO step's does not),
+so validating every k steps puts two runs' points at different budgets. With an interval I the trainer validates at
+the end of the first step whose cumulative generated rollouts (``rollout_stats/cumulative_rollouts_sample``, pilots
+included) reach each multiple of I. The count only grows within a step, so a step ends within one step of every
+multiple it crosses; a step that crosses several validates once and stands for each of them.
+
+Nothing here is saved in checkpoints: a checkpoint is written before its step validates, and a resumed run starts
+from the saved count, every multiple up to which was validated by the step that reached it.
+"""
+
+from __future__ import annotations
+
+from recipe.pc import metric_names as m
+
+
+class BudgetSchedule:
+    """Which multiples of ``interval`` a run has reached and validated; ``interval`` None is off."""
+
+    def __init__(self, interval: int | None):
+        self.interval = interval
+        self.validated = 0  # multiples 1 .. validated of the interval have had their validation
+
+    @property
+    def on(self) -> bool:
+        return self.interval is not None
+
+    def due(self, cumulative: int) -> list[int]:
+        """The budgets that ``cumulative`` generated rollouts reach and no validation has stood for yet, in order."""
+        if not self.on:
+            return []
+        return [k * self.interval for k in range(self.validated + 1, cumulative // self.interval + 1)]
+
+    def resume(self, cumulative: int) -> None:
+        """Start from a run that had generated ``cumulative`` rollouts and validated every budget they reach."""
+        if self.on:
+            self.validated = cumulative // self.interval
+
+    def record(self, budgets: list[int], cumulative: int) -> dict:
+        """The metrics of a validation of the policy trained on ``cumulative`` rollouts, standing for ``budgets``
+        (``due``'s answer, or none); every budget up to ``cumulative`` counts as validated from now on."""
+        if not self.on:
+            return {}
+        self.validated = max(self.validated, cumulative // self.interval)
+        metrics = {
+            m.VAL_BUDGETS_REACHED: len(budgets),
+            m.VAL_BUDGET_INTERVAL: self.interval,
+            m.VAL_BUDGET_ROLLOUTS: cumulative,
+        }
+        if budgets:
+            metrics[m.VAL_BUDGET] = budgets[-1]
+        return metrics
