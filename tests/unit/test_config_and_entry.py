@@ -150,6 +150,18 @@ def test_typed_values_parse_strictly():
         )
 
 
+@pytest.mark.parametrize("value", ["0", "-2304", "2304.5", "'2304'", "true"])
+def test_a_rollout_interval_that_is_not_a_positive_whole_number_is_refused_naming_the_key(value):
+    with pytest.raises(PCConfigError, match=r"^trainer.val_rollout_interval=.* must be a (positive|whole) number"):
+        PCSettings.from_config(compose_pc_config([f"trainer.val_rollout_interval={value}"]))
+
+
+def test_the_rollout_interval_is_off_by_default_and_read_as_given():
+    assert PCSettings.from_config(compose_pc_config([])).val_rollout_interval is None
+    given = PCSettings.from_config(compose_pc_config(["trainer.val_rollout_interval=2304", "trainer.test_freq=-1"]))
+    assert given.val_rollout_interval == 2304
+
+
 @pytest.mark.parametrize(
     "override, key",
     [
@@ -192,6 +204,7 @@ def _write_reward(tmp_path) -> str:
     "overrides, expected",
     [
         (["algorithm.exploration.n=0"], "algorithm.exploration.n=0"),
+        (["trainer.val_rollout_interval=0"], "trainer.val_rollout_interval=0 must be a positive number"),
         (["trainer.n_gpus_per_node=3"], "does not split over 3 data-parallel ranks"),
         (["actor_rollout_ref.actor.ulysses_sequence_parallel_size=3"], "ulysses_sequence_parallel_size = 3"),
         # With sequence parallel 2, 4 GPUs are 2 data-parallel ranks: 128 rows split, so this passes ...
