@@ -142,6 +142,14 @@ def test_one_gpu_script_composes_and_validates(script, method, group, data_dir, 
     assert cfg.data.val_files == data_dir + "/test.parquet"
 
 
+@pytest.mark.parametrize("script", ["arith_pc_1gpu.sh", "arith_grpo_1gpu.sh"])
+def test_one_gpu_scripts_pass_validation_by_rollout_budget_through(script, data_dir, model_dir, tmp_path):
+    env = {"DATA_DIR": data_dir, "MODEL_PATH": model_dir, "OUT_DIR": str(tmp_path)}
+    run = dry_run(script, tmp_path, "trainer.val_rollout_interval=2304", "trainer.test_freq=-1", **env)
+    assert run.problems == []
+    assert (run.config.trainer.val_rollout_interval, run.config.trainer.test_freq) == (2304, -1)
+
+
 def _levels(path: str) -> set:
     return {int(info["level"]) for info in pd.read_parquet(path)["extra_info"]}
 
