@@ -13,13 +13,14 @@ from support import ROOT, dry_run, write_parquet_rows
 from recipe.pc.settings import PCSettings
 
 BATCHES = sorted(glob.glob(os.path.join(ROOT, "docs", "results", "regimes", "batch*.txt")))
-# ALGO<n>[x<commit>][ref][screen<k> | skip | ds<generated>][t<steps>][e<epochs>]_<mix>[<train prompts>]_s<seed>;
+# ALGO<n>[x<commit>][ref][screen<k> | skip | ds<generated>][t<steps>][v<rollouts>][e<epochs>]_<mix>[<prompts>]_s<seed>:
 # screen, skip and ds are the allocator stages, t<steps> a run longer than the study's 30 steps
-# (trainer.total_training_steps), e<epochs> a cap on the epochs other than the launcher's 100 (trainer.total_epochs),
-# a number after the mix a subset of its training prompts (data.train_max_samples).
+# (trainer.total_training_steps), v<rollouts> validation by rollout budget (trainer.val_rollout_interval), e<epochs> a
+# cap on the epochs other than the launcher's 100 (trainer.total_epochs), a number after the mix a subset of its
+# training prompts (data.train_max_samples).
 NAME = re.compile(
     r"^(?P<algo>grpo|dapo|pc)(?P<a>\d+)(?:x(?P<b>\d+))?(?P<ref>ref)?"
-    r"(?:screen(?P<screen>\d+)|(?P<skip>skip)|ds(?P<ds>\d+))?(?:t(?P<steps>\d+))?(?:e(?P<epochs>\d+))?"
+    r"(?:screen(?P<screen>\d+)|(?P<skip>skip)|ds(?P<ds>\d+))?(?:t(?P<steps>\d+))?(?:v(?P<val>\d+))?(?:e(?P<epochs>\d+))?"
     r"_(?P<mix>[a-z]+)(?P<subset>\d+)?_s(?P<seed>\d+)$"
 )
 
@@ -67,7 +68,7 @@ def test_each_run_composes_as_its_name_says(name, mix, script, overrides, data_r
     cfg = run.config
     settings = PCSettings.from_config(cfg)
     want = NAME.match(name)
-    form = "ALGO<n>[x<commit>][ref][screen<k>|skip|ds<n>][t<steps>][e<epochs>]_<mix>[<prompts>]_s<seed>"
+    form = "ALGO<n>[x<commit>][ref][screen<k>|skip|ds<n>][t<steps>][v<rollouts>][e<epochs>]_<mix>[<prompts>]_s<seed>"
     assert want, f"{name}: not {form}"
     assert cfg.data.get("train_max_samples", -1) == (int(want["subset"]) if want["subset"] else -1)
     assert want["mix"] == mix, f"{name}: its name says mix {want['mix']!r}, its line {mix!r}"
@@ -83,6 +84,7 @@ def test_each_run_composes_as_its_name_says(name, mix, script, overrides, data_r
     # launch.sh starts every line with STEPS=30; a line's own trainer.total_training_steps comes later and wins.
     assert cfg.trainer.total_training_steps == (int(want["steps"]) if want["steps"] else 30)
     assert cfg.trainer.total_epochs == (int(want["epochs"]) if want["epochs"] else 100)
+    assert cfg.trainer.get("val_rollout_interval") == (int(want["val"]) if want["val"] else None)
     # Equal updates a step for every method: 4 PPO mini-batches of the trained prompts. The
     # reference-preset line is the labelled exception: mini-batches of ppo_mini_batch_size x n_commit rows.
     mini = cfg.actor_rollout_ref.actor.ppo_mini_batch_size
