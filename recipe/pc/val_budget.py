@@ -3,11 +3,11 @@
 Steps of different allocators cost different numbers of rollouts (a PC step's cost varies, a GRPO step's does not),
 so validating every k steps puts two runs' points at different budgets. With an interval I the trainer validates at
 the end of the first step whose cumulative generated rollouts (``rollout_stats/cumulative_rollouts_sample``, pilots
-included) reach each multiple of I. The count only grows within a step, so a step ends within one step of every
-multiple it crosses; a step that crosses several validates once and stands for each of them.
+included) reach each multiple of I, so every budget has a point at most one step's rollouts past it. A step that
+crosses several multiples validates once and stands for each of them.
 
-Nothing here is saved in checkpoints: a checkpoint is written before its step validates, and a resumed run starts
-from the saved count, every multiple up to which was validated by the step that reached it.
+Nothing here is saved in checkpoints: a step saves before it validates, so every multiple up to a checkpoint's
+restored count was validated by the step that reached it, and a resumed run starts from that count.
 """
 
 from __future__ import annotations

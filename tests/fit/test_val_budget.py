@@ -11,6 +11,7 @@ from pc_standins import make_tokenizer
 from support import fit_run, read_metrics, resume_run
 
 from recipe.pc import metric_names as names
+from recipe.pc_tools.logs import load_run
 
 STEPS = 9
 # Most prompts always fail or always pass: a PC step takes one to three rounds, so it costs 48 to 112 rollouts,
@@ -94,6 +95,9 @@ def test_each_budget_is_validated_once_at_the_first_step_that_reaches_it(arm_run
         assert data[names.VAL_BUDGETS_REACHED] == len(budgets)
         assert data[names.VAL_BUDGET_INTERVAL] == interval
         assert data.get(names.VAL_BUDGET) == (budgets[-1] if budgets else None)
+    # The report's reader sees each budget at the step that stands for it.
+    table = load_run(folder / "metrics.jsonl")
+    assert table[names.VAL_BUDGET].dropna().to_dict() == {step: budgets[-1] for step, budgets in crossed.items()}
     if method == "pilot_commit":  # the uneven step cost the test is about
         assert any(len(b) > 1 for b in crossed.values()), "no step crossed several budgets"
         assert set(range(1, STEPS)) - set(validated), "every step validated: the rule was not put to the test"

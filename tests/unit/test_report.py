@@ -1083,7 +1083,9 @@ def test_the_logged_metric_names_change_only_on_purpose():
 def test_every_metric_name_the_docs_mention_is_one_the_trainer_logs():
     verl_own = {"training/rollout_probs_diff_mean"}  # verl's, compared in the GPU checks page
     pages = [os.path.join(ROOT, "README.md"), *glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)]
-    pattern = re.compile(r"\b(?:training|rollout_stats|buffer_stats|filtering_stats|pilot_stats|exclusion_stats)/\w+")
+    pattern = re.compile(
+        r"\b(?:training|rollout_stats|buffer_stats|filtering_stats|pilot_stats|exclusion_stats|val_budget)/\w+"
+    )
     mentioned = {}
     for page in pages:
         if "/results/" not in page:  # study notebooks quote old logs
