@@ -207,8 +207,9 @@ def studentized_interval(
     is left out. Unlike the percentile interval it widens with the spread's own uncertainty, which at 5 runs a side
     the percentile interval misses (it covers about 89% instead of 95%: docs/tools.md)."""
     estimate, error = mine.mean() - theirs.mean(), _standard_error(mine, theirs)
+    errors = _standard_error(drawn_mine, drawn_theirs)
     with np.errstate(invalid="ignore", divide="ignore"):
-        t = (drawn_mine.mean(axis=1) - drawn_theirs.mean(axis=1) - estimate) / _standard_error(drawn_mine, drawn_theirs)
+        t = np.where(errors > 0, (drawn_mine.mean(axis=1) - drawn_theirs.mean(axis=1) - estimate) / errors, np.nan)
     low, high = np.nanpercentile(t, [2.5, 97.5])
     return float(estimate - high * error), float(estimate - low * error)
 

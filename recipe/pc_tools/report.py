@@ -59,21 +59,38 @@ table on stdout; with ``--seeds``, per configuration the mean of its seeds and t
 seed got that far. This is the comparison at equal budget, where rollouts-to-target compares speed to one accuracy.
 
 ``--interpolate`` (with ``--seeds``): a read-off that treats every configuration alike. Each run's accuracy is linear
-between its validation points in cumulative generated rollouts; a configuration's mean curve is the pointwise mean of
-its seeds' (at every seed's points, within the range all of them reached: seeds are paired at equal rollouts, not at
-equal steps). Its accuracy at each ``--at-rollouts`` budget is that curve there ("not reached" where a seed stopped
-before); the target is the peak of the baseline's mean curve over its points (or ``--target``); a mean curve reaches
-it at the first rollouts where it is at or above it, linear between points, the baseline too; ratio = that over the
-baseline's (rollouts × baseline, below 1 is fewer). As ``interpolated.md``/``.csv`` and after the table on stdout.
+(``--curve pchip``: PCHIP, a monotone cubic) between its validation points in cumulative generated rollouts; a
+configuration's mean curve is the pointwise mean of its seeds' (at every seed's points, within the range all of them
+reached: seeds are paired at equal rollouts, not at equal steps). Its accuracy at each ``--at-rollouts`` budget is that
+curve there ("not read" where a run ended before). Targets: the peak of the baseline's mean curve over its points, and
+where given one fixed in advance, ``--target ACC`` or the baseline's mean curve at ``--target-at R`` rollouts (then
+read first). A mean curve reaches a target at the first rollouts where it is at or above it, linear between points,
+the baseline too, read from the runs that cover the range up to there: a run that stopped early (its last validation
+step before its configuration's last) and ended below the target is left out and named; "not reached" means the runs
+read end below it, "not read" that the crossing falls within a left-out run's range. Ratio = that over the baseline's
+(rollouts × baseline, below 1 is fewer). As ``interpolated.md``/``.csv`` and after the table on stdout.
 
 ``--ci`` (with ``--seeds --interpolate --at-rollouts R1,R2``, every configuration of 2 seeds or more): each other
 configuration against the baseline, as ``intervals.md``/``.csv`` and on stdout: at each budget the difference of the
-mean curves, every run's value there, its 95% percentile-bootstrap interval and the two-sided p-value of the exact
-permutation test of the difference of the runs' means (every split of the pooled runs into groups of the original
-sizes: 252 for 5 + 5); then the ratio of crossings with its bootstrap interval. The bootstrap draws each
+means of the runs of each that got there (those that ended before are left out and named; not read below 2 a side),
+every run's value there, its 95% bootstrap interval (``--interval``: percentile, or studentized bootstrap-t, which
+keeps its coverage at 5 runs a side) and the two-sided p-value of the exact permutation test of the difference of the
+runs' means (every split of the pooled runs into groups of the original sizes: 252 for 5 + 5); with
+``--equivalence-margin M`` also two one-sided Welch t-tests of |difference| < M at ``--alpha`` each and the
+(1 − 2α) t interval. Then per target the ratio of crossings with its bootstrap interval. The bootstrap draws each
 configuration's runs with replacement, independently, ``--ci-resamples`` times (default 10,000) from numpy's
-``default_rng(--ci-seed)`` (default 0); target and crossings are recomputed in each resample, and one in which the
-configuration never reaches the target is an infinite ratio (an interval's end "∞").
+``default_rng(--ci-seed)`` (default 0), from the runs a reading uses; target and crossings are recomputed in each
+resample. A resample in which the mean curve never reaches the target before a finished run's end is an infinite
+ratio (an interval's end "∞"); one whose drawn range a stopped run cuts short is not read, and an interval's end that
+depends on where such resamples lie is "not read".
+
+``--max-gap SHARE`` (with ``--at-rollouts``): a warning and a note under ``at_rollouts.md`` and ``intervals.md`` for
+each run and budget that falls between two validation points more than SHARE × the budget apart.
+
+``--power DELTA`` (with ``--seeds --interpolate --at-rollouts``): from the pooled spread of the runs at each budget, the
+power the design had to detect DELTA (two-sided t-test at ``--alpha``) and the seeds a side it needs for
+``--power-goal`` (default 0.8); with ``--equivalence-margin`` the same for the equivalence test. As
+``power.md``/``.csv``. ``python -m recipe.pc_tools.power`` gives the same from an assumed SD.
 
 ``--means M1,M2``: each metric's mean over the steps that logged it, per run (with ``--seeds``: per configuration,
 the mean of its seeds' means and their min–max), as ``means_table.md``/``.csv`` and after the table on stdout.
@@ -249,7 +266,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--ci",
         action="store_true",
         help="with --seeds, --interpolate and --at-rollouts: each configuration against the baseline, the accuracy "
-        "difference at each budget and the rollouts-to-target ratio with 95%% percentile-bootstrap intervals, the "
+        "difference at each budget and the rollouts-to-target ratio with 95%% bootstrap intervals (--interval), the "
         "difference also with an exact permutation p-value (intervals.md)",
     )
     parser.add_argument(
@@ -350,7 +367,8 @@ def _add_reading_options(parser: argparse.ArgumentParser) -> None:
         "--equivalence-margin",
         metavar="M",
         type=positive,
-        help="with --ci: also an equivalence test at each budget, two one-sided Welch t-tests of |difference| < M",
+        help="with --ci: also an equivalence test at each budget, two one-sided Welch t-tests of |difference| < M; "
+        "with --power: its power and seeds a side",
     )
     parser.add_argument(
         "--alpha",
@@ -380,8 +398,10 @@ def _check_reading_options(parser: argparse.ArgumentParser, args: argparse.Names
         parser.error("--target-at reads interpolated mean curves: add --seeds --interpolate")
     if args.max_gap is not None and not args.at_rollouts:
         parser.error("--max-gap checks the budgets of --at-rollouts: add --at-rollouts R1,R2")
-    if not args.ci and (args.equivalence_margin is not None or args.interval != "percentile"):
-        parser.error("--equivalence-margin and --interval read --ci's budgets: add --ci")
+    if not args.ci and args.interval != "percentile":
+        parser.error("--interval sets --ci's intervals: add --ci")
+    if args.equivalence_margin is not None and not args.ci and args.power is None:
+        parser.error("--equivalence-margin tests --ci's budgets or powers --power's design: add --ci or --power DELTA")
     power_needs = (("--seeds", args.seeds), ("--interpolate", args.interpolate), ("--at-rollouts", args.at_rollouts))
     missing = [name for name, given in power_needs if not given]
     if args.power is not None and missing:
