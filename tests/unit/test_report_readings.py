@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from scipy.interpolate import PchipInterpolator
+from scipy.optimize import brentq
 from support import ROOT
 
 from recipe.pc_tools import curves as curve_fns
@@ -118,8 +120,8 @@ def test_an_interval_end_is_read_only_where_the_unread_resamples_cannot_move_it(
 
 def test_a_target_fixed_in_advance_is_read_beside_the_baselines_peak():
     runs = {
-        "base_s1": curve(POINTS, [0.1, 0.2, 0.3, 0.4]),
-        "base_s2": curve(POINTS, [0.1, 0.2, 0.3, 0.6]),  # peak of the mean: 0.5 at 3,000
+        "base_s1": curve(POINTS, [0.1, 0.2, 0.2, 0.4]),
+        "base_s2": curve(POINTS, [0.1, 0.2, 0.4, 0.6]),  # peak of the mean: 0.5 at 3,000
         "new_s1": curve(POINTS, [0.1, 0.2, 0.2, 0.6]),
         "new_s2": curve(POINTS, [0.1, 0.2, 0.2, 0.6]),
     }
@@ -173,6 +175,9 @@ def test_pchip_keeps_straight_data_straight_and_does_not_overshoot_a_flat_stretc
     # The mean curve's crossing under PCHIP is read on its grid: of a straight run, where the line crosses.
     read = curve_fns.read_crossing([straight, straight], 0.25, "pchip")
     assert read.rollouts == pytest.approx(1500, abs=1.0)
+    # Of the bend, where the cubic crosses (on PCHIP's grid), before the straight line's 1,700.
+    root = brentq(lambda x: PchipInterpolator([0, 1000, 2000], [0.0, 0.3, 0.4])(x) - 0.37, 1000, 2000)
+    assert root < 1650 and curve_fns.read_crossing([bend], 0.37, "pchip").rollouts == pytest.approx(root, abs=2.0)
 
 
 OFFSETS = np.array([-0.01, -0.005, 0.0, 0.005, 0.01])  # sample variance 6.25e-5: Welch's error for 5 + 5 is 0.005
@@ -192,11 +197,12 @@ def test_the_equivalence_test_is_two_one_sided_welch_t_tests():
 
 def test_the_studentized_interval_scales_the_resampled_t_by_the_observed_error():
     mine, theirs = 0.304 + OFFSETS, 0.3 + OFFSETS
-    # Resamples whose t is -1, 0 or +1 in equal shares: the interval is Δ ∓ the error.
-    drawn_mine = np.array([mine + 0.005, mine, mine - 0.005] * 100)
+    # Resamples whose t is +2, 0 or -1 in equal shares (their difference less the observed, over their error of
+    # 0.005): the interval runs from Δ − 2 errors to Δ + 1 error, the t's tails swapped.
+    drawn_mine = np.array([mine + 0.01, mine, mine - 0.005] * 100)
     drawn_theirs = np.array([theirs] * 300)
     low, high = intervals.studentized_interval(mine, theirs, drawn_mine, drawn_theirs)
-    assert (low, high) == pytest.approx((0.004 - 0.005, 0.004 + 0.005))
+    assert (low, high) == pytest.approx((0.004 - 0.01, 0.004 + 0.005))
 
 
 def test_the_studentized_interval_covers_where_the_percentile_one_falls_short():
@@ -266,7 +272,9 @@ def test_cli_reads_a_design_with_every_reading_option(seed_files, tmp_path, caps
     power_table = pd.read_csv(out / "power.csv")
     # pc_s3 ended at 1,200: neither budget reads it.
     assert power_table["runs"].tolist() == [2, 2] and power_table["baseline_runs"].tolist() == [3, 3]
-    assert (power_table["seeds_needed"] >= 2).all()
+    first = power_table.iloc[0]
+    assert first["seeds_needed"] == power.seeds_needed(first["sd"], 0.02)
+    assert first["tost_power"] == pytest.approx(power.tost_power(2, first["sd"], 0.02))
     # Every run's points lie 1,000 or 1,200 apart: 1,500 is inside a gap over 0.5 × 1,500 = 750.
     assert "pc_s1 at 1,500 (points 1,200 and 2,400)" in stdout
     assert "run grpo_s1: 1,500 rollouts fall between validation points at 1,000 and 2,000" in caplog.text
