@@ -3,6 +3,7 @@ over seeds (at equal steps, or interpolated at equal rollouts) and where they fi
 
 from __future__ import annotations
 
+import importlib
 import logging
 import re
 from dataclasses import dataclass
@@ -18,6 +19,14 @@ logger = logging.getLogger(__name__)
 
 SEED_SUFFIX = re.compile(r"^(?P<config>.+?)[_-]s(?:eed)?(?P<seed>\d+)$")
 TOLERANCE = 1e-9
+# How a run's accuracy is read between its validation points: straight lines, or PCHIP (piecewise cubic Hermite,
+# monotone between points: no overshoot past a neighbouring point's value).
+CURVE_KINDS = ("linear", "pchip")
+# A mean of PCHIP pieces is not piecewise linear, so its peak and crossings are read on this many evenly spaced
+# points besides the runs' own (linear between them: the crossing's error is far below a validation gap's).
+PCHIP_GRID = 512
+_CHUNK = 2_000  # resamples averaged at a time: a (resamples × runs × points) array of 10,000 rows is too large
+INSTALL_SCIPY = 'pip install -e ".[report]"'
 
 
 @dataclass(frozen=True)
@@ -149,34 +158,109 @@ def interpolate_reach(curve: pd.DataFrame, accuracy: float) -> tuple[float, floa
     return float(step), float(before["rollouts"] + t * (reach.rollouts - before["rollouts"]))
 
 
-def accuracy_at_rollouts(curve: pd.DataFrame, budgets: list[float]) -> list[float | None]:
-    """The curve's smoothed accuracy at each budget of cumulative generated rollouts, linear between the validation
-    points on either side; None before its first point or past its last (a run that stopped has no value there)."""
-    rollouts, accuracy = curve["rollouts"].to_numpy(), curve["smoothed"].to_numpy()
+def scipy_module(name: str):
+    """``scipy.<name>``, or a ReportError naming the install command (scipy is in the report extra)."""
+    try:
+        return importlib.import_module(f"scipy.{name}")
+    except ImportError:
+        raise ReportError(
+            f"scipy is not installed: PCHIP curves, the equivalence test and --power need it ({INSTALL_SCIPY})"
+        ) from None
+
+
+def _between_points(rollouts: np.ndarray, accuracy: np.ndarray, at: np.ndarray, kind: str) -> np.ndarray:
+    """The accuracy at ``at`` (within the points' range), linear or PCHIP between the validation points."""
+    if kind == "linear" or len(rollouts) < 2:
+        return np.interp(at, rollouts, accuracy)
+    # PCHIP needs increasing rollouts: of two validations at the same count (a resumed step), the later one counts.
+    keep = np.append(np.diff(rollouts) > 0, True)
+    if keep.sum() < 2:
+        return np.interp(at, rollouts, accuracy)
+    pchip = scipy_module("interpolate").PchipInterpolator(rollouts[keep], accuracy[keep])
+    return pchip(np.clip(at, rollouts[0], rollouts[-1]))
+
+
+def accuracy_at_rollouts(curve: pd.DataFrame, budgets: list[float], kind: str = "linear") -> list[float | None]:
+    """The curve's smoothed accuracy at each budget of cumulative generated rollouts, linear (or PCHIP, ``kind``)
+    between the validation points on either side; None before its first point or past its last (a run that stopped
+    has no value there)."""
+    rollouts, accuracy = curve["rollouts"].to_numpy(float), curve["smoothed"].to_numpy(float)
     first, last = rollouts[0] - TOLERANCE, rollouts[-1] + TOLERANCE
-    return [float(np.interp(b, rollouts, accuracy)) if first <= b <= last else None for b in budgets]
+    inside = [b for b in budgets if first <= b <= last]
+    read = iter(_between_points(rollouts, accuracy, np.array(inside, dtype=float), kind)) if inside else iter(())
+    return [float(next(read)) if first <= b <= last else None for b in budgets]
+
+
+def budget_gaps(curves: dict[str, pd.DataFrame], budgets: list[float], share: float) -> list[dict]:
+    """Where a budget falls strictly between two of a run's validation points that lie more than ``share`` × the
+    budget apart: the reading there rests on the curve's shape between far points. One dict per run and budget."""
+    found = []
+    for label, curve in curves.items():
+        rollouts = curve["rollouts"].to_numpy(float)
+        for budget in budgets:
+            after = int(np.searchsorted(rollouts, budget - TOLERANCE))
+            if 0 < after < len(rollouts) and abs(rollouts[after] - budget) > TOLERANCE:
+                gap = rollouts[after] - rollouts[after - 1]
+                if gap > share * budget:
+                    found.append(
+                        {
+                            "run": label,
+                            "budget": budget,
+                            "before": rollouts[after - 1],
+                            "after": rollouts[after],
+                            "gap": gap,
+                        }
+                    )
+    return found
 
 
 # ------------------------------------------------------------------ interpolated read-off and intervals
-def values_at(curves: list[pd.DataFrame], rollouts) -> np.ndarray:
-    """Each run's accuracy at each of ``rollouts`` (runs × rollouts), linear between its validation points; NaN
-    outside them (``accuracy_at_rollouts``), so that a mean over runs is NaN where one of them has no value."""
-    return np.array([accuracy_at_rollouts(curve, rollouts) for curve in curves], dtype=float)
+def values_at(curves: list[pd.DataFrame], rollouts, kind: str = "linear") -> np.ndarray:
+    """Each run's accuracy at each of ``rollouts`` (runs × rollouts), linear (or PCHIP) between its validation
+    points; NaN outside them (``accuracy_at_rollouts``), so that a mean over runs is NaN where one has no value."""
+    return np.array([accuracy_at_rollouts(curve, list(rollouts), kind) for curve in curves], dtype=float)
 
 
-def _drawn_means(curves: list[pd.DataFrame], draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every run's validation points, and per row of ``draws`` (indices into ``curves``) the pointwise mean of the
-    drawn runs' curves there, NaN outside the range all of them cover. A mean of linear pieces is linear between
-    its runs' points, so the points of runs not drawn lie on it: peak and crossings are those of the drawn mean."""
-    points = np.unique(np.concatenate([curve["rollouts"].to_numpy() for curve in curves]))
-    return points, values_at(curves, points)[draws].mean(axis=1)
+def run_ends(curves: list[pd.DataFrame]) -> np.ndarray:
+    """Each run's last validation point in cumulative rollouts: nothing is read of it past there."""
+    return np.array([float(curve["rollouts"].iloc[-1]) for curve in curves])
 
 
-def interpolated_mean_curve(curves: list[pd.DataFrame]) -> pd.DataFrame:
-    """The seeds' curves, each linear between its validation points in cumulative generated rollouts, averaged
-    pointwise: ``rollouts`` every seed's points within the range all of them cover, ``smoothed`` the mean there.
-    Unlike ``mean_curve`` it pairs seeds at equal rollouts, not at equal steps (a PC seed's rollouts at a step vary)."""
-    points, (mean,) = _drawn_means(curves, np.arange(len(curves))[None, :])
+def stopped_runs(curves: list[pd.DataFrame]) -> np.ndarray:
+    """True for a run whose last validation step comes before the last of its configuration's runs: it stopped
+    early, so a target it did not reach is not read, not "not reached"."""
+    last = np.array([curve.index[-1] for curve in curves])
+    return last < last.max()
+
+
+def drawn_points(curves: list[pd.DataFrame], kind: str = "linear", extra=()) -> np.ndarray:
+    """Where ``drawn_means`` reads the mean curves: every run's validation points and ``extra``, and for PCHIP an
+    even grid over their range besides."""
+    points = np.unique(
+        np.concatenate([curve["rollouts"].to_numpy(float) for curve in curves] + [np.asarray(extra, float)])
+    )
+    if kind == "pchip":
+        points = np.unique(np.concatenate([points, np.linspace(points[0], points[-1], PCHIP_GRID)]))
+    return points
+
+
+def drawn_means(
+    curves: list[pd.DataFrame], draws: np.ndarray, kind: str = "linear", extra=()
+) -> tuple[np.ndarray, np.ndarray]:
+    """``drawn_points``, and per row of ``draws`` (indices into ``curves``) the pointwise mean of the drawn runs'
+    curves there, NaN outside the range all of them cover. A mean of linear pieces is linear between its runs'
+    points, so the points of runs not drawn lie on it: peak and crossings are those of the drawn mean."""
+    points = drawn_points(curves, kind, extra)
+    values = values_at(curves, points, kind)
+    return points, np.concatenate([values[draws[i : i + _CHUNK]].mean(axis=1) for i in range(0, len(draws), _CHUNK)])
+
+
+def interpolated_mean_curve(curves: list[pd.DataFrame], kind: str = "linear") -> pd.DataFrame:
+    """The seeds' curves, each linear (or PCHIP) between its validation points in cumulative generated rollouts,
+    averaged pointwise: ``rollouts`` every seed's points (and PCHIP's grid) within the range all of them cover,
+    ``smoothed`` the mean there. Unlike ``mean_curve`` it pairs seeds at equal rollouts, not at equal steps (a PC
+    seed's rollouts at a step vary)."""
+    points, (mean,) = drawn_means(curves, np.arange(len(curves))[None, :], kind)
     return pd.DataFrame({"rollouts": points, "smoothed": mean}).dropna().reset_index(drop=True)
 
 
@@ -193,17 +277,53 @@ def _crossings(points: np.ndarray, means: np.ndarray, targets: np.ndarray) -> np
     return np.where(reached.any(axis=1), crossing, np.inf)
 
 
-def interpolated_reading(
-    runs: dict[str, list[pd.DataFrame]], baseline: str, target: float | None, draws: dict[str, np.ndarray] | None = None
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Per resample (``draws``: each configuration's drawn runs, one row a resample; default: all its runs, once):
-    the target (``None``: the peak of the baseline's mean curve over its points) and each configuration's crossing
-    of it (``_crossings``, the same rule for the baseline)."""
-    draws = draws or {config: np.arange(len(curves))[None, :] for config, curves in runs.items()}
-    drawn = {config: _drawn_means(curves, draws[config]) for config, curves in runs.items()}
-    base = drawn[baseline][1]
-    targets = np.nanmax(base, axis=1) if target is None else np.full(len(base), target)
-    return targets, {config: _crossings(points, means, targets) for config, (points, means) in drawn.items()}
+@dataclass(frozen=True)
+class Crossing:
+    """Where a configuration's mean curve first reaches a target: ``rollouts`` (inf: the runs read never reach it
+    before the first of them that finished ends; NaN: not read), and the runs it was read from (indices)."""
+
+    rollouts: float
+    used: tuple[int, ...]
+
+
+def read_crossing(curves: list[pd.DataFrame], target: float, kind: str = "linear") -> Crossing:
+    """The crossing of the mean curve of the runs that cover the range up to it. All runs first; while their mean
+    does not reach ``target`` before the shortest of them ends and that run stopped early (``stopped_runs``), it is
+    left out and the mean of the others read. A crossing that falls before the end of a run left out is not read
+    (that run covered it, and with it the mean had not got there); one that a finished run's end cuts off is inf."""
+    ends, stopped = run_ends(curves), stopped_runs(curves)
+    used, dropped = list(range(len(curves))), []
+    while used:
+        points, means = drawn_means([curves[i] for i in used], np.arange(len(used))[None, :], kind)
+        crossing = float(_crossings(points, means, np.array([target]))[0])
+        if np.isfinite(crossing):
+            late = bool(dropped) and crossing <= ends[dropped].max() + TOLERANCE
+            return Crossing(np.nan if late else crossing, tuple(used))
+        limiting = [i for i in used if ends[i] <= ends[used].min() + TOLERANCE]
+        if not stopped[limiting].all():
+            return Crossing(np.inf, tuple(used))
+        dropped += limiting
+        used = [i for i in used if i not in limiting]
+    return Crossing(np.nan, ())
+
+
+def drawn_crossings(
+    curves: list[pd.DataFrame], draws: np.ndarray, targets: np.ndarray, kind: str = "linear"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``draws``: the bounds of the drawn mean curve's crossing of its row of ``targets``. Equal where it
+    is read, or where it never reaches the target before a finished run ends (inf); where a run that stopped early
+    ends the drawn range first, the crossing lies somewhere past that end (low: the end, high: inf); a target that
+    is NaN (not read in that resample) leaves it anywhere (0, inf)."""
+    points, means = drawn_means(curves, draws, kind)
+    crossing = _crossings(points, means, targets)
+    ends, stopped = run_ends(curves), stopped_runs(curves)
+    drawn_end = ends[draws].min(axis=1)
+    cut_by_finished = ((ends[draws] <= drawn_end[:, None] + TOLERANCE) & ~stopped[draws]).any(axis=1)
+    low, high = crossing.copy(), crossing.copy()
+    censored = np.isinf(crossing) & ~cut_by_finished
+    low[censored] = drawn_end[censored]
+    low[np.isnan(targets)], high[np.isnan(targets)] = 0.0, np.inf
+    return low, high
 
 
 def crossing_ratio(crossing: np.ndarray, baseline: np.ndarray) -> np.ndarray:

@@ -59,21 +59,38 @@ table on stdout; with ``--seeds``, per configuration the mean of its seeds and t
 seed got that far. This is the comparison at equal budget, where rollouts-to-target compares speed to one accuracy.
 
 ``--interpolate`` (with ``--seeds``): a read-off that treats every configuration alike. Each run's accuracy is linear
-between its validation points in cumulative generated rollouts; a configuration's mean curve is the pointwise mean of
-its seeds' (at every seed's points, within the range all of them reached: seeds are paired at equal rollouts, not at
-equal steps). Its accuracy at each ``--at-rollouts`` budget is that curve there ("not reached" where a seed stopped
-before); the target is the peak of the baseline's mean curve over its points (or ``--target``); a mean curve reaches
-it at the first rollouts where it is at or above it, linear between points, the baseline too; ratio = that over the
-baseline's (rollouts × baseline, below 1 is fewer). As ``interpolated.md``/``.csv`` and after the table on stdout.
+(``--curve pchip``: PCHIP, a monotone cubic) between its validation points in cumulative generated rollouts; a
+configuration's mean curve is the pointwise mean of its seeds' (at every seed's points, within the range all of them
+reached: seeds are paired at equal rollouts, not at equal steps). Its accuracy at each ``--at-rollouts`` budget is that
+curve there ("not read" where a run ended before). Targets: the peak of the baseline's mean curve over its points, and
+where given one fixed in advance, ``--target ACC`` or the baseline's mean curve at ``--target-at R`` rollouts (then
+read first). A mean curve reaches a target at the first rollouts where it is at or above it, linear between points,
+the baseline too, read from the runs that cover the range up to there: a run that stopped early (its last validation
+step before its configuration's last) and ended below the target is left out and named; "not reached" means the runs
+read end below it, "not read" that the crossing falls within a left-out run's range. Ratio = that over the baseline's
+(rollouts × baseline, below 1 is fewer). As ``interpolated.md``/``.csv`` and after the table on stdout.
 
 ``--ci`` (with ``--seeds --interpolate --at-rollouts R1,R2``, every configuration of 2 seeds or more): each other
 configuration against the baseline, as ``intervals.md``/``.csv`` and on stdout: at each budget the difference of the
-mean curves, every run's value there, its 95% percentile-bootstrap interval and the two-sided p-value of the exact
-permutation test of the difference of the runs' means (every split of the pooled runs into groups of the original
-sizes: 252 for 5 + 5); then the ratio of crossings with its bootstrap interval. The bootstrap draws each
+means of the runs of each that got there (those that ended before are left out and named; not read below 2 a side),
+every run's value there, its 95% bootstrap interval (``--interval``: percentile, or studentized bootstrap-t, which
+keeps its coverage at 5 runs a side) and the two-sided p-value of the exact permutation test of the difference of the
+runs' means (every split of the pooled runs into groups of the original sizes: 252 for 5 + 5); with
+``--equivalence-margin M`` also two one-sided Welch t-tests of |difference| < M at ``--alpha`` each and the
+(1 − 2α) t interval. Then per target the ratio of crossings with its bootstrap interval. The bootstrap draws each
 configuration's runs with replacement, independently, ``--ci-resamples`` times (default 10,000) from numpy's
-``default_rng(--ci-seed)`` (default 0); target and crossings are recomputed in each resample, and one in which the
-configuration never reaches the target is an infinite ratio (an interval's end "∞").
+``default_rng(--ci-seed)`` (default 0), from the runs a reading uses; target and crossings are recomputed in each
+resample. A resample in which the mean curve never reaches the target before a finished run's end is an infinite
+ratio (an interval's end "∞"); one whose drawn range a stopped run cuts short is not read, and an interval's end that
+depends on where such resamples lie is "not read".
+
+``--max-gap SHARE`` (with ``--at-rollouts``): a warning and a note under ``at_rollouts.md`` and ``intervals.md`` for
+each run and budget that falls between two validation points more than SHARE × the budget apart.
+
+``--power DELTA`` (with ``--seeds --interpolate --at-rollouts``): from the pooled spread of the runs at each budget, the
+power the design had to detect DELTA (two-sided t-test at ``--alpha``) and the seeds a side it needs for
+``--power-goal`` (default 0.8); with ``--equivalence-margin`` the same for the equivalence test. As
+``power.md``/``.csv``. ``python -m recipe.pc_tools.power`` gives the same from an assumed SD.
 
 ``--means M1,M2``: each metric's mean over the steps that logged it, per run (with ``--seeds``: per configuration,
 the mean of its seeds' means and their min–max), as ``means_table.md``/``.csv`` and after the table on stdout.
@@ -104,9 +121,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from recipe.pc_tools.curves import check_run, choose_benchmarks, mean_curve, seed_groups, validation_curve
+from recipe.pc_tools.curves import (
+    CURVE_KINDS,
+    budget_gaps,
+    check_run,
+    choose_benchmarks,
+    mean_curve,
+    seed_groups,
+    validation_curve,
+)
 from recipe.pc_tools.intervals import (
     CI_RESAMPLES,
+    INTERVALS,
+    Target,
     interpolated_markdown,
     interpolated_table,
     intervals_markdown,
@@ -114,6 +141,7 @@ from recipe.pc_tools.intervals import (
 )
 from recipe.pc_tools.logs import ReportError, RunSource, load_run, parse_run_arg
 from recipe.pc_tools.plot import plot, plot_seeds
+from recipe.pc_tools.power import OneLineParser, level, positive, power_markdown, power_table
 from recipe.pc_tools.tables import (
     at_rollouts_markdown,
     at_rollouts_table,
@@ -164,7 +192,7 @@ def _pick_compare(labels: list[str], requested: str | None, baseline: str | None
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m recipe.pc.report",
         description="Rollouts to reach a target validation accuracy, per run, as a table and a plot.",
         epilog=(
@@ -238,7 +266,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--ci",
         action="store_true",
         help="with --seeds, --interpolate and --at-rollouts: each configuration against the baseline, the accuracy "
-        "difference at each budget and the rollouts-to-target ratio with 95%% percentile-bootstrap intervals, the "
+        "difference at each budget and the rollouts-to-target ratio with 95%% bootstrap intervals (--interval), the "
         "difference also with an exact permutation p-value (intervals.md)",
     )
     parser.add_argument(
@@ -277,6 +305,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=_steps,
         help="the training steps for --values",
     )
+    _add_reading_options(parser)
     args = parser.parse_args(argv)
     if args.smooth < 1:
         parser.error(f"--smooth must be >= 1, got {args.smooth}")
@@ -300,7 +329,86 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--ci-resamples must be >= 1, got {args.ci_resamples}")
     args.ci_resamples = CI_RESAMPLES if args.ci_resamples is None else args.ci_resamples
     args.ci_seed = args.ci_seed or 0
+    _check_reading_options(parser, args)
     return args
+
+
+def _add_reading_options(parser: argparse.ArgumentParser) -> None:
+    """The options a pre-registered reading states: how curves are read between points, the target, the tests."""
+    parser.add_argument(
+        "--curve",
+        choices=CURVE_KINDS,
+        default="linear",
+        help="how a run's accuracy is read between its validation points for --at-rollouts, --interpolate and --ci: "
+        "straight lines (default) or PCHIP, a monotone cubic that does not overshoot its points",
+    )
+    parser.add_argument(
+        "--target-at",
+        metavar="R",
+        type=positive,
+        help="with --interpolate: also read the crossings of the baseline's mean curve at R rollouts (a target fixed "
+        "in advance; --target ACC fixes an accuracy), beside the baseline's peak",
+    )
+    parser.add_argument(
+        "--max-gap",
+        metavar="SHARE",
+        type=positive,
+        help="with --at-rollouts: warn, and note under the tables, where a budget falls between two validation points "
+        "of a run more than SHARE x the budget apart (e.g. 0.1)",
+    )
+    parser.add_argument(
+        "--interval",
+        choices=INTERVALS,
+        default="percentile",
+        help="--ci's 95%% interval of a difference: percentile bootstrap (default) or studentized (bootstrap-t), "
+        "which keeps its coverage at 5 runs a side",
+    )
+    parser.add_argument(
+        "--equivalence-margin",
+        metavar="M",
+        type=positive,
+        help="with --ci: also an equivalence test at each budget, two one-sided Welch t-tests of |difference| < M; "
+        "with --power: its power and seeds a side",
+    )
+    parser.add_argument(
+        "--alpha",
+        metavar="A",
+        type=level,
+        default=0.05,
+        help="level of each one-sided test of --equivalence-margin and of --power's t-test (default 0.05)",
+    )
+    parser.add_argument(
+        "--power",
+        metavar="DELTA",
+        type=positive,
+        help="with --seeds, --interpolate and --at-rollouts: from the spread of the runs at each budget, the power "
+        "this design had to detect a difference DELTA and the seeds a side it needs (power.md); with "
+        "--equivalence-margin also for the equivalence test",
+    )
+    parser.add_argument(
+        "--power-goal",
+        metavar="P",
+        type=level,
+        help="the power --power asks for (default 0.8)",
+    )
+
+
+def _check_reading_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.target_at is not None and not args.interpolate:
+        parser.error("--target-at reads interpolated mean curves: add --seeds --interpolate")
+    if args.max_gap is not None and not args.at_rollouts:
+        parser.error("--max-gap checks the budgets of --at-rollouts: add --at-rollouts R1,R2")
+    if not args.ci and args.interval != "percentile":
+        parser.error("--interval sets --ci's intervals: add --ci")
+    if args.equivalence_margin is not None and not args.ci and args.power is None:
+        parser.error("--equivalence-margin tests --ci's budgets or powers --power's design: add --ci or --power DELTA")
+    power_needs = (("--seeds", args.seeds), ("--interpolate", args.interpolate), ("--at-rollouts", args.at_rollouts))
+    missing = [name for name, given in power_needs if not given]
+    if args.power is not None and missing:
+        parser.error(f"--power reads the runs' spread at budgets: add {', '.join(missing)}")
+    if args.power_goal is not None and args.power is None:
+        parser.error("--power-goal sets the power --power asks for: add --power DELTA")
+    args.power_goal = 0.8 if args.power_goal is None else args.power_goal
 
 
 def _names(text: str) -> list[str]:
@@ -501,25 +609,94 @@ def _check_interpolate(args, groups: dict[str, list[str]], baseline: str | None)
 
 
 def _interpolated_report(args, curves, groups, baseline: str, method: str, written: list[Path]) -> str:
-    """interpolated.md/.csv and, with --ci, intervals.md/.csv; returns their Markdown, each after a blank line."""
+    """interpolated.md/.csv and, with --ci, intervals.md/.csv, with --power power.md/.csv; returns their Markdown,
+    each after a blank line."""
     budgets = args.at_rollouts or []
-    table = interpolated_table(curves, groups, baseline, budgets, args.target)
-    source = "given" if args.target is not None else f"peak of {baseline}'s interpolated mean curve over its points"
+    table = interpolated_table(curves, groups, baseline, budgets, args.target, args.target_at, args.curve)
+    goal = Target(accuracy=args.target, at=args.target_at if args.target is None else None)
+    source = goal.source(baseline)
     caption = (
-        "Interpolated mean curves: each run's accuracy linear between its validation points in cumulative generated "
-        "rollouts, a configuration's curve the pointwise mean of its runs' over the rollouts all of them reached "
-        f"(not reached: a run stopped before). Target accuracy {table['target'].iloc[0]:.4f} ({source}); a mean "
-        f"curve reaches it at the first rollouts where it is at or above it, linear between points. Accuracy: {method}."
+        f"Interpolated mean curves: each run's accuracy {args.curve} between its validation points in cumulative "
+        "generated rollouts, a configuration's curve the pointwise mean of its runs' over the rollouts all of them "
+        f"reached (not read: a run ended before). Target accuracy {table['target'].iloc[0]:.4f} ({source}); a mean "
+        "curve reaches it at the first rollouts where it is at or above it, linear between points, read from the runs "
+        "that cover the range up to it (a run that stopped early and ended before is left out, named; not reached: "
+        f"the runs read end below it; not read: a crossing within a left-out run's range). Accuracy: {method}."
     )
     markdown = interpolated_markdown(table, budgets, baseline, caption)
     _write_table(args.out, "interpolated", markdown, table, written)
     text = "\n" + markdown
     if args.ci:
-        intervals = intervals_table(curves, groups, baseline, budgets, args.target, args.ci_resamples, args.ci_seed)
-        markdown = intervals_markdown(intervals, baseline, source, method)
+        intervals = intervals_table(
+            curves,
+            groups,
+            baseline,
+            budgets,
+            args.target,
+            args.ci_resamples,
+            args.ci_seed,
+            target_at=args.target_at,
+            kind=args.curve,
+            interval=args.interval,
+            margin=args.equivalence_margin,
+            alpha=args.alpha,
+        )
+        markdown = intervals_markdown(intervals, baseline, source, method, args.alpha) + args.gap_note
         _write_table(args.out, "intervals", markdown, intervals, written)
         text += "\n" + markdown
+    if args.power is not None:
+        power = power_table(
+            curves,
+            groups,
+            baseline,
+            budgets,
+            args.power,
+            args.equivalence_margin,
+            args.alpha,
+            args.power_goal,
+            args.curve,
+        )
+        markdown = power_markdown(power, baseline)
+        _write_table(args.out, "power", markdown, power, written)
+        text += "\n" + markdown
     return text
+
+
+def _gap_note(args, curves: dict[str, pd.DataFrame]) -> str:
+    """With --max-gap: a note naming each run and budget read across a wide gap between validation points, each
+    also logged as a warning; '' without it."""
+    if args.max_gap is None:
+        return ""
+    gaps = budget_gaps(curves, args.at_rollouts, args.max_gap)
+    for gap in gaps:
+        logger.warning(
+            "run %s: %s rollouts fall between validation points at %s and %s, %.0f%% of the budget apart "
+            "(> --max-gap %g)",
+            gap["run"],
+            f"{gap['budget']:,.0f}",
+            f"{gap['before']:,.0f}",
+            f"{gap['after']:,.0f}",
+            100 * gap["gap"] / gap["budget"],
+            args.max_gap,
+        )
+    if not gaps:
+        return f"\nNo budget falls between validation points more than {args.max_gap:g} × the budget apart.\n"
+    items = "; ".join(
+        f"{g['run']} at {g['budget']:,.0f} (points {g['before']:,.0f} and {g['after']:,.0f})" for g in gaps
+    )
+    return (
+        f"\nRead across a gap between validation points wider than {args.max_gap:g} × the budget (the reading rests on "
+        f"the curve's shape between them): {items}.\n"
+    )
+
+
+def _check_power_seeds(args, sources) -> None:
+    """--power needs a spread on each side: refused before any run is loaded."""
+    if args.power is None:
+        return
+    few = [f"{config} ({len(labels)})" for config, labels in seed_groups(list(sources)).items() if len(labels) < 2]
+    if few:
+        raise ReportError(f"--power estimates the spread from 2 or more runs a side; {', '.join(few)}")
 
 
 def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
@@ -528,7 +705,9 @@ def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
     Raises ReportError when no table can be made.
     """
     sources = _parse_runs(args.runs)
+    _check_power_seeds(args, sources)
     frames, curves, benchmarks, columns = _curves(args, _load_runs(sources))
+    args.gap_note = _gap_note(args, curves)
     args.out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     if args.seeds:
@@ -544,8 +723,8 @@ def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
         markdown += "\n" + extra
     if args.at_rollouts:
         groups = seed_groups(kept) if args.seeds else {label: [label] for label in kept}
-        table = at_rollouts_table(curves, groups, args.at_rollouts)
-        extra = at_rollouts_markdown(table, args.at_rollouts)
+        table = at_rollouts_table(curves, groups, args.at_rollouts, args.curve)
+        extra = at_rollouts_markdown(table, args.at_rollouts, args.curve) + args.gap_note
         _write_table(args.out, "at_rollouts", extra, table, written)
         markdown += "\n" + extra
     if args.means:

@@ -435,13 +435,15 @@ def at_steps_markdown(curves: dict[str, pd.DataFrame], steps: list[int]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def at_rollouts_table(curves: dict[str, pd.DataFrame], groups: dict[str, list[str]], budgets: list[float]):
+def at_rollouts_table(
+    curves: dict[str, pd.DataFrame], groups: dict[str, list[str]], budgets: list[float], kind: str = "linear"
+):
     """Per configuration (its runs in ``groups``) and budget: how many runs got that far, and the mean, min and max
     of their accuracy there, the mean only where all of them did (a mean over the seeds that ran longer would
     favour them)."""
     rows = []
     for config, labels in groups.items():
-        per_run = {label: accuracy_at_rollouts(curves[label], budgets) for label in labels}
+        per_run = {label: accuracy_at_rollouts(curves[label], budgets, kind) for label in labels}
         for i, budget in enumerate(budgets):
             reached = [per_run[label][i] for label in labels if per_run[label][i] is not None]
             complete = len(reached) == len(labels)
@@ -467,10 +469,11 @@ def at_rollouts_table(curves: dict[str, pd.DataFrame], groups: dict[str, list[st
     return table
 
 
-def at_rollouts_markdown(table: pd.DataFrame, budgets: list[float]) -> str:
+def at_rollouts_markdown(table: pd.DataFrame, budgets: list[float], kind: str = "linear") -> str:
     lines = [
         "Validation accuracy (as averaged for the table) at equal cumulative generated rollouts: each run's curve "
-        "linear between its validation points, nothing past its last one; for a configuration of several seeds the "
+        f"{'linear' if kind == 'linear' else 'PCHIP'} between its validation points, nothing past its last one; for a "
+        "configuration of several seeds the "
         "mean of the seeds and their min–max, given only where every seed got that far (else how many did).",
         "",
         "| configuration | runs | " + " | ".join(f"acc. at {b:,.0f} rollouts" for b in budgets) + " |",

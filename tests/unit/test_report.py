@@ -902,7 +902,7 @@ def test_the_interpolated_mean_pairs_seeds_at_equal_rollouts_linear_between_thei
         1.0,
     ]
     text = intervals.interpolated_markdown(table, [1250, 2500], "a", "caption")
-    assert "| a | 2 | 0.350 | not reached | 0.4500 | 2,000 | 1.00× |" in text
+    assert "| a | 2 | 0.350 | not read | 0.4500 | 2,000 | 1.00× |" in text
 
 
 # Mean curves at 0, 1000, 2000 rollouts: base 0.1 0.4 0.3 (target 0.4, reached at 1000), new 0.1 0.3 0.5.
@@ -1039,8 +1039,8 @@ def test_cli_interpolate_and_ci_on_seed_logs(seed_logs, tmp_path, capsys):
     assert "| pc | acc. at 300 rollouts | 0.425 | 0.350 | +0.075 |" in intervals
     assert "| 0.3333 (2 of 6) | s1 0.450, s2 0.400 | s1 0.350, s2 0.350 |" in intervals
     assert (
-        "| pc | acc. at 500 rollouts | not reached | 0.375 | not reached | — | — | s1 —, s2 — | s1 0.350, s2 0.400 |"
-        in intervals
+        "| pc | acc. at 500 rollouts | not read | 0.375 | not read | — | — | s1 —, s2 — | s1 0.350, s2 0.400 "
+        "| pc_s1 (ended at 300), pc-seed2 (ended at 360) |" in intervals
     )
     table = pd.read_csv(out / "intervals.csv")
     assert table["measure"].tolist() == ["difference", "difference", "ratio"]
