@@ -7,6 +7,7 @@
 #   bash scripts/gpu/launch.sh checks    # the multi-GPU checks, detached, 60 s apart; logs under /tmp/runs/<run>/
 #   bash scripts/gpu/launch.sh tp2 NAME  # the rollout-TP-2 GRPO check alone, logs under /tmp/runs/NAME/
 #   bash scripts/gpu/launch.sh tp2-learn # PC and GRPO at rollout TP 2 and TP 1 on a model that learns (4 GPUs)
+#   bash scripts/gpu/launch.sh tp2-learn pc  # one pair alone (pc or grpo), on GPUs 0 and 1 of a 2-GPU host
 #   bash scripts/gpu/launch.sh reference # the reference preset's update at data-parallel 2 (GPUs 0 and 1)
 #   bash scripts/gpu/launch.sh two-nodes # two Ray nodes on GPUs 0 and 1: 4 steps, then a resume to step 6
 #   bash scripts/gpu/launch.sh dp8       # a paper script at data-parallel 8, reference preset, scaled down (8 GPUs)
@@ -50,7 +51,7 @@ run() {
   sleep "$STAGGER"
 }
 
-case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | tp2 | tp2-learn | reference | two-nodes | dp8 | stop WHY NAME... | collect}" in
+case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | tp2 | tp2-learn [pc|grpo] | reference | two-nodes | dp8 | stop WHY NAME... | collect}" in
   setup)
     python3 "${SMOLLM2_TO_HF:-/tmp/smollm2_to_hf.py}" "$M" --gguf /tmp/smollm2.gguf --tiny "$TINY"
     # SmolLM2's 9 query and 3 key-value heads do not split over 2 GPUs; zero heads added make 12 and 4.
@@ -142,18 +143,26 @@ case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | t
   tp2-learn)
     # Trained weights through rollout TP 2, on a model that earns rewards: SmolLM2 with zero heads added (the same
     # function), PC and GRPO on the calibrated mix at rollout TP 2 (one replica of 2 GPUs) and TP 1 (two replicas),
-    # FSDP over the same 2 GPUs, the same seed, verl's rollout/actor probability difference logged. The TP 1 run of
-    # each pair shares its GPUs with the TP 2 run, started 60 s later. Read it with
+    # FSDP over the same 2 GPUs, the same seed, verl's rollout/actor probability difference logged. The PC pair runs
+    # on GPUs 0,1 and the GRPO pair on 2,3; `tp2-learn pc` or `tp2-learn grpo` runs that pair alone on GPUs 0,1. The
+    # TP 1 run of a pair shares its GPUs with the TP 2 run, started after it (60 s with both pairs, 30 s with one).
+    # Read it with
     #   python -m recipe.pc_tools.gpu_check tp2 --pair pc $RUNS/pc_tp1_learn $RUNS/pc_tp2_learn \
     #     --pair grpo $RUNS/grpo_tp1_learn $RUNS/grpo_tp2_learn
+    pair=${2:-both}
+    case "$pair" in
+      both) gpus=(0,1 2,3) ;;
+      pc | grpo) gpus=(0,1 0,1) ;;
+      *) echo "tp2-learn: no pair '$pair' (pc, grpo, or none for both)" >&2; exit 2 ;;
+    esac
     mkdir -p $RUNS
     export CPUS=8 STAGGER=${STAGGER_CHECKS:-30}
     learn="trainer.n_gpus_per_node=2 trainer.test_freq=-1"  # rollout.calculate_log_probs is on by default
     for tp in 2 1; do
-      run pc_tp${tp}_learn 0,1 MODEL_PATH=$EVEN DATA_DIR=$D/calibrated STEPS=20 bash train_scripts/arith_pc_1gpu.sh \
-        $learn actor_rollout_ref.rollout.tensor_model_parallel_size=$tp
-      run grpo_tp${tp}_learn 2,3 MODEL_PATH=$EVEN DATA_DIR=$D/calibrated STEPS=20 bash train_scripts/arith_grpo_1gpu.sh \
-        $learn actor_rollout_ref.rollout.tensor_model_parallel_size=$tp
+      [ "$pair" = grpo ] || run pc_tp${tp}_learn ${gpus[0]} MODEL_PATH=$EVEN DATA_DIR=$D/calibrated STEPS=20 \
+        bash train_scripts/arith_pc_1gpu.sh $learn actor_rollout_ref.rollout.tensor_model_parallel_size=$tp
+      [ "$pair" = pc ] || run grpo_tp${tp}_learn ${gpus[1]} MODEL_PATH=$EVEN DATA_DIR=$D/calibrated STEPS=20 \
+        bash train_scripts/arith_grpo_1gpu.sh $learn actor_rollout_ref.rollout.tensor_model_parallel_size=$tp
     done
     ;;
   reference)

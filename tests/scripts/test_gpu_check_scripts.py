@@ -345,6 +345,31 @@ def test_tp2_learn_pairs_differ_only_in_the_rollouts_tensor_parallel_size(tmp_pa
         assert tp1 == tp2, method
 
 
+def test_tp2_learn_runs_one_pair_alone_on_gpus_0_and_1_of_a_two_gpu_host():
+    both = launch("tp2-learn", DRY_RUN="1")
+    assert both.returncode == 0, both.stderr
+    # "start NAME on GPUs G: COMMAND" -> (NAME, G, COMMAND)
+    started = [
+        tuple(line.removeprefix("start ").replace(" on GPUs ", ": ", 1).split(": ", 2))
+        for line in both.stdout.splitlines()
+    ]
+    assert [(name, gpus) for name, gpus, _ in started] == [
+        ("pc_tp2_learn", "0,1"),
+        ("grpo_tp2_learn", "2,3"),
+        ("pc_tp1_learn", "0,1"),
+        ("grpo_tp1_learn", "2,3"),
+    ]
+    for pair in ("pc", "grpo"):
+        alone = launch("tp2-learn", pair, DRY_RUN="1")
+        assert alone.returncode == 0, alone.stderr
+        # The same two runs, TP 2 first, each with the command it has beside the other pair, on GPUs 0,1.
+        want = [f"start {name} on GPUs 0,1: {command}" for name, _, command in started if name.startswith(f"{pair}_")]
+        assert alone.stdout.splitlines() == want
+    refused = launch("tp2-learn", "dapo", DRY_RUN="1")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.strip() == "tp2-learn: no pair 'dapo' (pc, grpo, or none for both)"
+
+
 def test_reference_check_runs_the_reference_update_with_a_partial_mini_batch_on_two_ranks(tmp_path):
     from support import dry_run, stand_in_data_dir, stand_in_model
 

@@ -31,18 +31,26 @@ FLAT = [0.3] * 12
 
 
 @pytest.mark.parametrize(
-    "diff_tp2, rewards_tp2, code",
-    [(0.014, RISING, 0), (0.016, RISING, 1), (0.010, FLAT, 1)],
-    ids=["within_both_rules", "diff_ratio_1.6", "no_learning_at_tp2"],
+    "diff_tp2, rewards_tp1, rewards_tp2, code",
+    [
+        (0.014, RISING, RISING, 0),
+        (0.016, RISING, RISING, 1),
+        (0.010, RISING, FLAT, 1),
+        (0.010, FLAT, RISING, 1),  # the gain is required at both sizes, not at TP 2 alone
+    ],
+    ids=["within_both_rules", "diff_ratio_1.6", "no_learning_at_tp2", "no_learning_at_tp1"],
 )
-def test_tp2_passes_only_within_the_ratio_and_with_the_reward_gain(tmp_path, capsys, diff_tp2, rewards_tp2, code):
-    tp1 = tp2_run(tmp_path / "tp1", 0.010, RISING)
+def test_tp2_passes_only_within_the_ratio_and_with_the_reward_gain(
+    tmp_path, capsys, diff_tp2, rewards_tp1, rewards_tp2, code
+):
+    tp1 = tp2_run(tmp_path / "tp1", 0.010, rewards_tp1)
     tp2 = tp2_run(tmp_path / "tp2", diff_tp2, rewards_tp2)
     assert main(["tp2", "--pair", "pc", tp1, tp2, "--steps", "12"]) == code
     row = capsys.readouterr().out.splitlines()[2]
-    gain = 0.21 if rewards_tp2 is RISING else 0.0
+    gain1, gain2 = (0.21 if rewards is RISING else 0.0 for rewards in (rewards_tp1, rewards_tp2))
     verdict = "no" if code else "yes"
-    assert row == f"| pc | 0.0100 | {diff_tp2:.4f} | {diff_tp2 / 0.01:.2f} | +0.210 | {gain:+.3f} | {verdict} |"
+    ratio = diff_tp2 / 0.01
+    assert row == f"| pc | 0.0100 | {diff_tp2:.4f} | {ratio:.2f} | {gain1:+.3f} | {gain2:+.3f} | {verdict} |"
 
 
 def test_tp2_fails_a_run_that_stopped_early_or_lost_the_difference_on_a_step(tmp_path, capsys):

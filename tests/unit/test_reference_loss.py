@@ -2,6 +2,7 @@
 
 import os
 
+import numpy as np
 import pytest
 import torch
 from support import ROOT
@@ -89,15 +90,71 @@ def test_only_token_mean_is_reproduced():
         )
 
 
-def test_the_packing_measurement_runs_and_packs_as_each_verl_version_does():
-    """scripts/reference_packing.py, at a tiny shape: what the 'How it differs' page quotes cannot rot."""
+def packing_script() -> dict:
+    """scripts/reference_packing.py's functions: what the 'How it differs' page quotes cannot rot."""
     import runpy
 
-    script = runpy.run_path(os.path.join(ROOT, "scripts", "reference_packing.py"))
-    lengths = [900, 150, 700, 400, 820, 130, 640, 300]
-    old, new = script["packing_05"](lengths, 1000), script["packing_091"](lengths, 1000)
-    assert len(old) == -(-sum(lengths) // 1000)  # verl 0.5: the fewest micro-batches that fit on average
-    assert all(sum(lengths[i] for i in part) <= 1000 for part in new)  # verl 0.9.1: every one fits
-    assert sorted(i for part in old for i in part) == sorted(i for part in new for i in part) == list(range(8))
-    (p_mean, p_max), (t_mean, t_max) = script["measure"](8, 1000, 50, (50, 900), draws=5)
-    assert 0 < p_mean <= p_max < 2 and 0 < t_mean <= t_max < 2
+    return runpy.run_path(os.path.join(ROOT, "scripts", "reference_packing.py"))
+
+
+# Two ranks' mini-batches, micro-batches of at most 1,000 tokens. Alone, rank B asks verl 0.5 for 4 micro-batches
+# (ceil(3,836 / 1,000)) and verl 0.9.1 for 5; rank A asks for 5 and, balanced on workload, fits only in 6.
+RANK_A = [499, 536, 767, 952, 83, 186, 831, 951]
+RANK_B = [286, 346, 875, 452, 309, 836, 294, 438]
+
+
+def test_the_packing_measurement_takes_the_micro_batch_count_over_ranks_as_each_verl_version_does():
+    script = packing_script()
+    assert [len(parts) for parts in script["packing_05"]([RANK_B], 1000)] == [4]
+    assert [len(parts) for parts in script["packing_091"]([RANK_B], 1000)] == [5]
+    old, new = script["packing_05"]([RANK_A, RANK_B], 1000), script["packing_091"]([RANK_A, RANK_B], 1000)
+    # verl 0.5: the largest count any rank asks for, on every rank, whether or not its micro-batches fit.
+    assert [len(parts) for parts in old] == [5, 5]
+    # verl 0.9.1: from there, one more on every rank until every micro-batch of every rank fits.
+    assert [len(parts) for parts in new] == [6, 6]
+    for lengths, parts in zip((RANK_A, RANK_B), new, strict=True):
+        assert all(sum(lengths[i] for i in part) <= 1000 for part in parts)
+    for parts in old + new:
+        assert sorted(i for part in parts for i in part) == list(range(8))
+
+
+def test_the_packing_measurement_pads_the_last_mini_batch_as_the_trainer_does():
+    from verl import DataProto
+
+    from recipe.pc.minibatch import MiniBatchPlan, pad_partial_mini_batch
+
+    script = packing_script()
+    # Two ranks of 8 rows: one whole mini-batch of 6 and a partial one of 2, padded with 4 copies.
+    lengths = torch.arange(1, 17)
+    batch = DataProto.from_dict(
+        {"length": lengths, "response_mask": torch.ones(16, 3), "advantages": torch.ones(16, 3)}
+    )
+    padded = pad_partial_mini_batch(batch, MiniBatchPlan(8, 6, 1, 2), dp_size=2).batch["length"].numpy()
+    for rank in range(2):
+        tail = lengths[rank * 8 + 6 : rank * 8 + 8].numpy()
+        assert script["padded"](tail, 6).tolist() == padded[rank * 12 + 6 : rank * 12 + 12].tolist()
+    # Padding rows weigh nothing; the real rows of the last mini-batch weigh their share of a whole one, 2 / 6.
+    responses, real = script["padded"](tail, 6), np.r_[True, True, [False] * 4]
+    for parts in ([[0, 2, 4], [1, 3, 5]], [[0, 1], [2, 3, 4, 5]], [[0], [1], [2, 3, 4, 5]]):
+        weights = script["token_weights"](parts, responses, real, 6)
+        assert not weights[~real].any() and (weights * responses).sum() == pytest.approx(2 / 6)
+
+
+def test_the_packing_measurement_reports_both_mini_batches_and_the_paddings_compute(capsys):
+    script = packing_script()
+    # The 4B shape's proportions, small: 64 rows a rank = 5 x 12 + 4, the last padded with 8 copies (+12.5% rows).
+    argv = ["--ranks", "2", "--rows", "12", "--step-rows", "64", "--max-tokens", "1000", "--prompt", "50"]
+    assert script["main"]([*argv, "--response", "50:900", "--draws", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("2 ranks, 64 rows a rank a step in mini-batches of 12 (5 whole, the last of 4 padded")
+    shares = [float(x.rstrip("%")) for line in out[3:5] for x in line.strip("| ").split(" | ")[1:]]
+    assert len(shares) == 8 and all(0 < share < 200 for share in shares)
+    assert out[5].startswith("padding of the last mini-batch: +12.5% rows and +")
+    found = script["measure"](2, 12, 64, 1000, 50, (50, 900), draws=3)
+    assert {len(values) for values in found.values()} == {6}  # one of each kind per rank and step
+    # 8 copies of 4 of the rank's 64 rows: about 12.5% of its tokens on top.
+    assert found["padding_tokens"].mean() == pytest.approx(0.125, abs=0.03)
+    # A token limit nothing reaches: one micro-batch in each version, the real rows' token mean at their share of a
+    # whole mini-batch, so no weight moves.
+    found = script["measure"](2, 12, 64, 10**6, 50, (50, 900), draws=1)
+    assert all(not found[key].any() for key in ("whole", "whole_token_mean", "last", "last_token_mean"))
