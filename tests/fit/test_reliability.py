@@ -285,6 +285,25 @@ def test_resume_from_every_step_across_an_epoch_boundary_with_evictions(tmp_path
         assert resumed_line == [saved[str(cut)]], cut
 
 
+def test_a_step_that_committed_nothing_counts_its_rounds_across_an_epoch_end(tmp_path, tokenizer):
+    """carry_over_epoch=false drops a partial batch; with nothing committed there is none, and the step's rounds
+    before the epoch end still count against max_num_gen_batches (the authors' counter kept counting there)."""
+    env_file_logger(tmp_path)
+    trainer = build_trainer(
+        tmp_path,
+        tokenizer,
+        probs=[0.0] * 2 * G,  # two rounds an epoch, and no pilot ever passes
+        extra=[
+            "algorithm.carry_over_epoch=false",
+            "algorithm.max_num_gen_batches=3",
+            "algorithm.raise_on_unfilled_batch=true",
+        ],
+    )
+    with pytest.raises(RuntimeError, match="step 1: 3 generation rounds"):
+        trainer.fit()
+    assert trainer.counters.epoch == 1  # the third round was the second epoch's first
+
+
 def test_rounds_of_a_partial_batch_dropped_at_an_epoch_end_are_still_logged(tmp_path, tokenizer):
     """With carry_over_epoch=false a step's rounds before the boundary are dropped with its batch, not forgotten."""
     log = env_file_logger(tmp_path)
