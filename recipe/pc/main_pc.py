@@ -27,6 +27,8 @@ import socket
 import sys
 
 import hydra
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import ray
 from omegaconf import OmegaConf
@@ -322,29 +324,26 @@ def ground_truth_warnings(config) -> list[str]:
 
 
 def _ground_truths(path: str) -> list:
-    """Each row's ``reward_model.ground_truth`` as the dataset would give it, None where it is missing."""
+    """Each row's ``reward_model.ground_truth`` as the dataset would give it, None where it is missing; nothing for a
+    file without that field (the dataset loader refuses such a file, naming it)."""
     if path.endswith(".parquet"):
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         parquet = pq.ParquetFile(path)
         if "reward_model" not in parquet.schema_arrow.names:
-            return [None] * parquet.metadata.num_rows
+            return []
         column = parquet.read(columns=["reward_model"]).column("reward_model")
-        if pa.types.is_struct(column.type):
-            if column.type.get_field_index("ground_truth") < 0:
-                return [None] * len(column)
-            return pc.struct_field(column, "ground_truth").to_pylist()
-        models = column.to_pylist()
-    else:
-        import pandas as pd
+        if not pa.types.is_struct(column.type) or column.type.get_field_index("ground_truth") < 0:
+            return []
+        return pc.struct_field(column, "ground_truth").to_pylist()
+    import pandas as pd
 
-        try:
-            frame = pd.read_json(path, lines=True)
-        except ValueError:  # a JSON array rather than JSON lines; verl reads both
-            frame = pd.read_json(path)
-        models = frame["reward_model"].tolist() if "reward_model" in frame else [None] * len(frame)
-    return [model.get("ground_truth") if isinstance(model, dict) else None for model in models]
+    try:
+        frame = pd.read_json(path, lines=True)
+    except ValueError:  # a JSON array rather than JSON lines; verl reads both
+        frame = pd.read_json(path)
+    models = [m if isinstance(m, dict) else {} for m in (frame["reward_model"] if "reward_model" in frame else [])]
+    if not any("ground_truth" in model for model in models):
+        return []
+    return [model.get("ground_truth") for model in models]
 
 
 def hub_model_problem(repo_id: str) -> str | None:

@@ -76,7 +76,12 @@ ROW_VALUES = {
     ),
     "algorithm.carry_over_epoch": lambda cfg, s: str(cfg.algorithm.carry_over_epoch).lower(),
     "algorithm.buffer_tie_order": lambda cfg, s: cfg.algorithm.buffer_tie_order,
+    "algorithm.buffer_take_all_order": lambda cfg, s: cfg.algorithm.buffer_take_all_order,
+    "data.seed": lambda cfg, s: "null" if cfg.data.seed is None else str(cfg.data.seed),
+    "reward.custom_reward_function.reward_kwargs.grader (ground truths)": _grader,
 }
+# "path:line" or "path:first-last", lines separated by ", ": where in the authors' release a row's behaviour is.
+CITATION = re.compile(r"`[\w./-]+\.(py|sh|yaml):\d+(-\d+)?(, \d+(-\d+)?)*`")
 
 
 def behaviour_rows():
@@ -85,22 +90,28 @@ def behaviour_rows():
 
 def test_readme_table_has_one_checked_key_per_behaviour_row_and_bug_fixes_hold_in_both_presets():
     rows = readme_rows()
-    assert rows and all(len(row) == 5 for row in rows), [row for row in rows if len(row) != 5]
-    keys = [plain(row[1]) for row in behaviour_rows()]
+    assert rows and all(len(row) == 6 for row in rows), [row for row in rows if len(row) != 6]
+    keys = [plain(row[2]) for row in behaviour_rows()]
     assert sorted(keys) == sorted(ROW_VALUES)
     for row in rows:
         if row[-1] != "behaviour choice":
-            assert row[2] == row[3], f"a {row[-1]} must hold under both presets: {row[0]}"
+            assert row[3] == row[4], f"a {row[-1]} must hold under both presets: {row[0]}"
         else:
-            assert row[2] != row[3], row[0]
+            assert row[3] != row[4], row[0]
+
+
+def test_every_row_names_the_authors_file_and_lines_it_follows_or_departs_from():
+    for row in readme_rows():
+        rest = re.sub(r"\([^)]*\)", "", CITATION.sub("", row[1]))  # a note in brackets may follow a citation
+        assert CITATION.search(row[1]) and not rest.strip(", "), row[0]
 
 
 @pytest.mark.parametrize("script", PAPER_SCRIPTS)
 def test_paper_script_sets_every_table_row_under_both_presets(script, tmp_path):
     configs = {preset: compose(script, preset, tmp_path) for preset in PRESETS}
     for row in behaviour_rows():
-        key = plain(row[1])
-        for preset, column in zip(PRESETS, (row[2], row[3]), strict=True):
+        key = plain(row[2])
+        for preset, column in zip(PRESETS, (row[3], row[4]), strict=True):
             value = ROW_VALUES[key](configs[preset], script)
             if value is not None:
                 assert value == plain(column), f"{script} PRESET={preset}: {key} = {value}, README says {column}"
