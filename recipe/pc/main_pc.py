@@ -4,11 +4,12 @@ Composes ``config/pc_trainer.yaml`` over verl's packaged ``ppo_trainer`` and run
 ``run_ppo`` with a TaskRunner that builds RayPCTrainer (whose allocator ``algorithm.rollout_allocation``
 picks: ``pilot_commit``, ``grpo`` or ``dapo``) on the legacy (non-V1) path, whatever ``trainer.use_v1`` says.
 
-A misspelt key stops the entry point before Hydra composes, naming the closest real key. Before Ray starts it runs
-every start-up check that needs no GPU (``preflight``), and on a launch that starts its own Ray it counts this
-machine's GPUs. ``--validate`` prints the composed config (as ``--cfg job`` does), runs those checks without fetching
-the model or counting GPUs, and exits non-zero naming each failure. verl's known start-up warnings are filtered
-(``recipe.pc.known_warnings``).
+A misspelt key stops the entry point before Hydra composes, naming the closest real key. Before Ray starts it runs every
+start-up check that needs no GPU (``preflight``), and on a launch that starts its own Ray it counts this machine's GPUs.
+``--validate`` prints the composed config (as ``--cfg job`` does), runs those checks without fetching the model or
+counting GPUs, and exits non-zero naming each failure. Both warn, one line a data file, about rows whose ground truth is
+empty, missing or not a string (``ground_truth_warnings``): they are graded, never stop a run. verl's known start-up
+warnings are filtered (``recipe.pc.known_warnings``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import socket
 import sys
 
 import hydra
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import ray
 from omegaconf import OmegaConf
@@ -280,6 +283,69 @@ def _check_data_rows(config) -> None:
         )
 
 
+# ---------------------------------------------------------------------- ground truths (a warning, never a failure)
+GROUND_TRUTH_ROWS_SHOWN = 5
+
+
+def ground_truth_warnings(config) -> list[str]:
+    """One line per local data file with rows whose ``reward_model.ground_truth`` is empty, missing or not a string:
+    how many of each, and the first few row numbers. Such a row never stops a run (``rewards/math_reward.py`` grades
+    it), so it is reported, not refused. A file that cannot be read here is left to the dataset loader."""
+    lines = []
+    for key in DATA_KEYS:
+        for path in _data_paths(config, key):
+            local = os.path.expanduser(path)
+            if "://" in path or not os.path.exists(local) or not path.endswith(DATA_SUFFIXES):
+                continue
+            try:
+                truths = _ground_truths(local)
+            except Exception:
+                continue
+            kinds = {"empty": [], "missing": [], "non-string": []}
+            for row, truth in enumerate(truths):
+                if truth is None:
+                    kinds["missing"].append(row)
+                elif not isinstance(truth, str):
+                    kinds["non-string"].append(row)
+                elif not truth.strip():
+                    kinds["empty"].append(row)
+            bad = sorted(row for rows in kinds.values() for row in rows)
+            if not bad:
+                continue
+            counts = ", ".join(f"{len(rows)} {kind}" for kind, rows in kinds.items() if rows)
+            more = ", ..." if len(bad) > GROUND_TRUTH_ROWS_SHOWN else ""
+            shown = ", ".join(map(str, bad[:GROUND_TRUTH_ROWS_SHOWN])) + more
+            lines.append(
+                f"{key}: {path}: {len(bad)} of {len(truths)} rows have an empty, missing or non-string "
+                f"reward_model.ground_truth ({counts}; rows {shown}); they are graded, never stopping the run "
+                "(docs/reference-preset.md says how), but fix the data if they are not meant to be there"
+            )
+    return lines
+
+
+def _ground_truths(path: str) -> list:
+    """Each row's ``reward_model.ground_truth`` as the dataset would give it, None where it is missing; nothing for a
+    file without that field (the dataset loader refuses such a file, naming it)."""
+    if path.endswith(".parquet"):
+        parquet = pq.ParquetFile(path)
+        if "reward_model" not in parquet.schema_arrow.names:
+            return []
+        column = parquet.read(columns=["reward_model"]).column("reward_model")
+        if not pa.types.is_struct(column.type) or column.type.get_field_index("ground_truth") < 0:
+            return []
+        return pc.struct_field(column, "ground_truth").to_pylist()
+    import pandas as pd
+
+    try:
+        frame = pd.read_json(path, lines=True)
+    except ValueError:  # a JSON array rather than JSON lines; verl reads both
+        frame = pd.read_json(path)
+    models = [m if isinstance(m, dict) else {} for m in (frame["reward_model"] if "reward_model" in frame else [])]
+    if not any("ground_truth" in model for model in models):
+        return []
+    return [model.get("ground_truth") for model in models]
+
+
 def hub_model_problem(repo_id: str) -> str | None:
     """None when ``repo_id`` is in the local Hugging Face cache or the hub answers for it; else why not."""
     from huggingface_hub import model_info, snapshot_download
@@ -416,6 +482,8 @@ def _report_and_exit_on_problems(config, fetch_model: bool) -> None:
         problems, notes = preflight(config, fetch_model)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
+    for warning in ground_truth_warnings(config):
+        print(f"warning: {warning}", file=sys.stderr)
     for problem in problems:
         print(f"config error: {problem}", file=sys.stderr)
     if problems:

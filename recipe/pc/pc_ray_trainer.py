@@ -366,7 +366,8 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         """Evict solved prompts; carry the buffer and the partial step into the next epoch, or drop them.
 
         With algorithm.carry_over_epoch=false (the reference) Pilot-Commit drops both (the dropped rollouts stay
-        counted, in the next logged step's counters); an allocator that keeps its partial batch (DAPO) keeps it.
+        counted, in the next logged step's counters; a step that committed nothing goes on); an allocator that keeps
+        its partial batch (DAPO) keeps it.
         """
         evicted_rows = self.allocator.end_epoch(self.train_dataset)
         self.prompt_filter.end_epoch(getattr(self.train_dataset, "evicted_ids", None))
@@ -374,7 +375,10 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         if not (self.pc.reference.carry_over_epoch or self.allocator.keeps_partial_batch_at_epoch_end):
             dropped_prompts = step.committed_prompts
             flushed = self.allocator.drop_pending()
-            step = step.carry_counts_only(step.began_at_epoch)
+            # A step that has committed nothing has no batch to drop: it goes on, and its rounds before the epoch end
+            # still count against max_num_gen_batches, as in the authors' runs.
+            if step.committed_prompts:
+                step = step.carry_counts_only(step.began_at_epoch)
         epoch_metrics = {
             m.EXCLUSION_EPOCH: self.counters.epoch,
             m.EVICTED_THIS_EPOCH: evicted_rows,

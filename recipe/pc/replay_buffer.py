@@ -19,6 +19,8 @@ PROMPT_STRATEGIES = ("random", "max_variance", "most_recent", "least_recent")
 RESPONSE_STRATEGIES = ("max_variance", "first_n")
 # max_variance among entries of equal (std, step): the newer one first, or the older one (the reference's order).
 TIE_ORDERS = ("newest_first", "oldest_first")
+# A draw that takes every buffered prompt: in the strategy's order, or in insertion order (the reference's).
+TAKE_ALL_ORDERS = ("ranked", "insertion")
 
 
 @dataclass
@@ -73,6 +75,7 @@ class PilotReplayBuffer:
         response_strategy: str,
         rng: np.random.Generator,
         tie_order: str = "newest_first",
+        take_all_order: str = "ranked",
     ):
         if capacity <= 0:
             raise ValueError(f"algorithm.buffer_size must be positive, got {capacity}")
@@ -84,7 +87,10 @@ class PilotReplayBuffer:
             )
         if tie_order not in TIE_ORDERS:
             raise ValueError(f"algorithm.buffer_tie_order={tie_order!r}; choose one of {TIE_ORDERS}")
+        if take_all_order not in TAKE_ALL_ORDERS:
+            raise ValueError(f"algorithm.buffer_take_all_order={take_all_order!r}; choose one of {TAKE_ALL_ORDERS}")
         self.tie_order = tie_order
+        self.take_all_order = take_all_order
         self.capacity = int(capacity)
         self.prompt_strategy = prompt_strategy
         self.response_strategy = response_strategy
@@ -134,7 +140,10 @@ class PilotReplayBuffer:
         if size <= 0:
             return []
         entries = self.entries()
-        picked = [entries[i] for i in self._rank(entries, size)]
+        if size == len(entries) and self.take_all_order == "insertion":
+            picked = entries  # in the order they were buffered
+        else:
+            picked = [entries[i] for i in self._rank(entries, size)]
         draws = []
         for entry in picked:
             del self._entries[entry.prompt_id]

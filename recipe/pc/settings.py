@@ -18,7 +18,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from recipe.pc.replay_buffer import PROMPT_STRATEGIES, RESPONSE_STRATEGIES, TIE_ORDERS
+from recipe.pc.replay_buffer import PROMPT_STRATEGIES, RESPONSE_STRATEGIES, TAKE_ALL_ORDERS, TIE_ORDERS
 
 CONFIG_FILE = Path(__file__).parent / "config" / "pc_trainer.yaml"
 MINI_BATCH_UNITS = ("group", "rollout_n")
@@ -172,6 +172,7 @@ class BufferSettings(_Group):
     prompt_strategy: str = key("algorithm.buffer_sampling_method")
     response_strategy: str = key("algorithm.buffer_response_sampling_method")
     tie_order: str = key("algorithm.buffer_tie_order")
+    take_all_order: str = key("algorithm.buffer_take_all_order")
 
     def validate(self) -> None:
         if self.size < 1:
@@ -182,6 +183,7 @@ class BufferSettings(_Group):
             ("algorithm.buffer_sampling_method", self.prompt_strategy, PROMPT_STRATEGIES),
             ("algorithm.buffer_response_sampling_method", self.response_strategy, RESPONSE_STRATEGIES),
             ("algorithm.buffer_tie_order", self.tie_order, TIE_ORDERS),
+            ("algorithm.buffer_take_all_order", self.take_all_order, TAKE_ALL_ORDERS),
         ):
             if value not in allowed:
                 raise PCConfigError(f"{name}={value!r}; choose one of {allowed}")

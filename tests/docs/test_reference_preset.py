@@ -76,7 +76,12 @@ ROW_VALUES = {
     ),
     "algorithm.carry_over_epoch": lambda cfg, s: str(cfg.algorithm.carry_over_epoch).lower(),
     "algorithm.buffer_tie_order": lambda cfg, s: cfg.algorithm.buffer_tie_order,
+    "algorithm.buffer_take_all_order": lambda cfg, s: cfg.algorithm.buffer_take_all_order,
+    "data.seed": lambda cfg, s: "null" if cfg.data.seed is None else str(cfg.data.seed),
+    "reward.custom_reward_function.reward_kwargs.grader (ground truths)": _grader,
 }
+# "path:line" or "path:first-last", lines separated by ", ": where in the authors' release a row's behaviour is.
+CITATION = re.compile(r"`[\w./-]+\.(py|sh|yaml):\d+(-\d+)?(, \d+(-\d+)?)*`")
 
 
 def behaviour_rows():
@@ -85,22 +90,28 @@ def behaviour_rows():
 
 def test_readme_table_has_one_checked_key_per_behaviour_row_and_bug_fixes_hold_in_both_presets():
     rows = readme_rows()
-    assert rows and all(len(row) == 5 for row in rows), [row for row in rows if len(row) != 5]
-    keys = [plain(row[1]) for row in behaviour_rows()]
+    assert rows and all(len(row) == 6 for row in rows), [row for row in rows if len(row) != 6]
+    keys = [plain(row[2]) for row in behaviour_rows()]
     assert sorted(keys) == sorted(ROW_VALUES)
     for row in rows:
         if row[-1] != "behaviour choice":
-            assert row[2] == row[3], f"a {row[-1]} must hold under both presets: {row[0]}"
+            assert row[3] == row[4], f"a {row[-1]} must hold under both presets: {row[0]}"
         else:
-            assert row[2] != row[3], row[0]
+            assert row[3] != row[4], row[0]
+
+
+def test_every_row_names_the_authors_file_and_lines_it_follows_or_departs_from():
+    for row in readme_rows():
+        rest = re.sub(r"\([^)]*\)", "", CITATION.sub("", row[1]))  # a note in brackets may follow a citation
+        assert CITATION.search(row[1]) and not rest.strip(", "), row[0]
 
 
 @pytest.mark.parametrize("script", PAPER_SCRIPTS)
 def test_paper_script_sets_every_table_row_under_both_presets(script, tmp_path):
     configs = {preset: compose(script, preset, tmp_path) for preset in PRESETS}
     for row in behaviour_rows():
-        key = plain(row[1])
-        for preset, column in zip(PRESETS, (row[2], row[3]), strict=True):
+        key = plain(row[2])
+        for preset, column in zip(PRESETS, (row[3], row[4]), strict=True):
             value = ROW_VALUES[key](configs[preset], script)
             if value is not None:
                 assert value == plain(column), f"{script} PRESET={preset}: {key} = {value}, README says {column}"
@@ -137,3 +148,29 @@ def test_unknown_preset_is_refused_before_start_up(tmp_path):
         ["bash", os.path.join(TRAIN_SCRIPTS, "pc_qwen3-4b_p16c48.sh")], capture_output=True, text=True, env=env
     )
     assert run.returncode == 2 and "PRESET=faithful: choose reference or improved" in run.stderr
+
+
+def _epochs(sampler, epochs: int = 2) -> list[list[int]]:
+    """The row order of each epoch: verl's StatefulDataLoader draws each epoch's indices from a fresh iterator of the
+    sampler until it is exhausted (ray_trainer.py, _create_dataloader), as the authors' verl 0.5 did."""
+    return [list(sampler) for _ in range(epochs)]
+
+
+def test_the_reference_preset_shuffles_the_first_epoch_as_the_authors_sampler():
+    import torch
+    from torch.utils.data import RandomSampler
+    from verl.trainer.ppo.utils import create_rl_sampler
+
+    dataset = list(range(200))
+    reference, improved = (compose_pc_config([f"preset={preset}"]) for preset in PRESETS)
+    # The authors' main_ppo.py: torch's own RandomSampler on a generator seeded with data.get("seed", 1).
+    authors = _epochs(RandomSampler(dataset, generator=torch.Generator().manual_seed(1)))
+    ours = _epochs(create_rl_sampler(reference.data, dataset))
+    assert ours[0] == authors[0]
+    # Later epochs differ, as docs/reference-preset.md says: torch's sampler drew a second permutation at each epoch
+    # end and threw it away; verl 0.9.1's (torchdata's, which can resume) draws one.
+    permutations = torch.Generator().manual_seed(1)
+    first, second, third = (torch.randperm(200, generator=permutations).tolist() for _ in range(3))
+    assert (ours[0], ours[1], authors[1]) == (first, second, third)
+    # The buffer's seed follows data.seed under the reference preset.
+    assert (PCSettings.from_config(reference).seed, PCSettings.from_config(improved).seed) == (1, 0)

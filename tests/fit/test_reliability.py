@@ -196,14 +196,20 @@ def test_duplicate_prompt_ids_in_a_generation_batch_are_named(tmp_path, tokenize
         trainer._to_prompts(batch)
 
 
-def test_rows_without_ground_truth_are_named(tmp_path, tokenizer):
+def test_rows_with_a_bad_ground_truth_load_and_a_file_without_the_field_is_named(tmp_path, tokenizer):
+    """Such a row is graded (the start-up checks warn about it); a file without the field would crash verl's reward
+    loop, which reads reward_model["ground_truth"] from every row."""
     path = write_prompt_parquet(str(tmp_path / "train.parquet"), [0.5] * 4, first_id=10)
     frame = pd.read_parquet(path)
     frame.at[2, "reward_model"] = {"ground_truth": None, "style": "rule"}
     frame.at[3, "reward_model"] = {"ground_truth": "  ", "style": "rule"}
     frame.to_parquet(path)
     cfg = compose_pc_config([f"data.train_files={path}", "data.filter_overlong_prompts=False"])
-    with pytest.raises(ValueError, match=r"rows \[2, 3\] \(prompt ids \[12, 13\]\) have no reward_model.ground_truth"):
+    loaded = PilotCommitDataset(data_files=path, tokenizer=tokenizer, config=cfg.data)
+    assert [loaded[i]["reward_model"]["ground_truth"] for i in (2, 3)] == [None, "  "]
+    frame["reward_model"] = [{"style": "rule"}] * 4
+    frame.to_parquet(path)
+    with pytest.raises(ValueError, match="reward_model has no ground_truth field"):
         PilotCommitDataset(data_files=path, tokenizer=tokenizer, config=cfg.data)
 
 
@@ -283,6 +289,25 @@ def test_resume_from_every_step_across_an_epoch_boundary_with_evictions(tmp_path
         # The console line at the resume repeats the one at the save (a GPU log is read for this).
         resumed_line = re.findall(rf"resumed PC state at step {cut}: (.*)", caplog.text)
         assert resumed_line == [saved[str(cut)]], cut
+
+
+def test_a_step_that_committed_nothing_counts_its_rounds_across_an_epoch_end(tmp_path, tokenizer):
+    """carry_over_epoch=false drops a partial batch; with nothing committed there is none, and the step's rounds
+    before the epoch end still count against max_num_gen_batches (the authors' counter kept counting there)."""
+    env_file_logger(tmp_path)
+    trainer = build_trainer(
+        tmp_path,
+        tokenizer,
+        probs=[0.0] * 2 * G,  # two rounds an epoch, and no pilot ever passes
+        extra=[
+            "algorithm.carry_over_epoch=false",
+            "algorithm.max_num_gen_batches=3",
+            "algorithm.raise_on_unfilled_batch=true",
+        ],
+    )
+    with pytest.raises(RuntimeError, match="step 1: 3 generation rounds"):
+        trainer.fit()
+    assert trainer.counters.epoch == 1  # the third round was the second epoch's first
 
 
 def test_rounds_of_a_partial_batch_dropped_at_an_epoch_end_are_still_logged(tmp_path, tokenizer):

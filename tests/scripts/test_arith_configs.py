@@ -25,8 +25,13 @@ def test_arith_launchers_compose_what_they_composed_before(method, tmp_path):
     now = flatten(OmegaConf.to_container(cfg, resolve=False))  # as DRY_RUN printed it: interpolations unresolved
     before = flatten(yaml.safe_load(open(os.path.join(SNAPSHOTS, f"{method}.yaml"))))
     changed = {k for k in before.keys() & now.keys() if before[k] != now[k]}
-    # A key added since, at the value that was the behaviour before it existed.
-    assert now.keys() - before.keys() == {"algorithm.row_order"} and now["algorithm.row_order"] == "verl"
+    # Keys added since, at the value that was the behaviour before they existed.
+    added = {
+        "algorithm.row_order": "verl",
+        "algorithm.buffer_take_all_order": "ranked",
+        "trainer.val_rollout_interval": None,
+    }
+    assert {k: now[k] for k in now.keys() - before.keys()} == added
     assert before.keys() - now.keys() == set()
     if method == "pc":
         assert changed == set()

@@ -1,4 +1,4 @@
-"""The round-bookkeeping benchmark runs (at a tiny shape) and reports what it promises."""
+"""The benchmarks run (at a tiny size) and report what they promise."""
 
 import os
 import sys
@@ -7,6 +7,7 @@ from support import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
+import bench_reference_grader  # noqa: E402
 import bench_round_bookkeeping as bench  # noqa: E402
 
 TINY = ["--gen-batch", "24", "--n-pilot", "4", "--train-batch", "8", "--n-commit", "4", "--dp", "2"]
@@ -28,3 +29,11 @@ def test_benchmark_runs_both_shapes_and_reports_phases_rss_and_bytes(capsys):
         full_row = 8 * (p + n + n + 3 * (p + n)) + 2 * 4 * n
         assert 0 < r["stored_bytes_per_rollout"] < full_row / 4
     assert "peak RSS" in out and "bytes per stored rollout" in out and "assemble_training_batch" in out
+
+
+def test_reference_grader_benchmark_reports_throughput_and_latency(capsys):
+    result = bench_reference_grader.main(["--repeats", "2", "--limit", "20"])
+    assert (result["pairs"], result["repeats"]) == (20, 2)
+    assert 0 < result["pairs_per_s"] <= result["best_pairs_per_s"] and result["pairs_per_cpu_s"] > 0
+    assert 0 < result["median_ms"] <= result["p99_ms"] <= result["slowest_ms"]
+    assert "pairs/s" in capsys.readouterr().out

@@ -77,6 +77,21 @@ def test_the_pilot_band_counts_every_verdict_exactly(n, too_incorrect, passed, t
     assert tally.evict_marked == 0 and alloc.evict_next_epoch == set()
 
 
+@pytest.mark.parametrize(
+    ("take_all_order", "committed"), [("insertion", [100, 101, 102, 103]), ("ranked", [101, 103, 102, 100])]
+)
+def test_a_round_that_commits_the_whole_buffer_orders_it_by_the_setting(take_all_order, committed):
+    alloc = allocator(
+        "algorithm.buffer_sampling_method=max_variance",
+        f"algorithm.buffer_take_all_order={take_all_order}",
+        "data.train_batch_size=8",
+    )
+    state, _ = pilot_round(alloc, [1, 4, 2, 3], 8)  # all four pass; the second spreads most
+    plan = alloc.plan(prompt_rows([200]), state.view(1, alloc.pc.train_batch_size))
+    (commit,) = [r for r in plan.requests if r.kind == COMMIT]
+    assert commit.prompts.non_tensor_batch["index"].tolist() == committed
+
+
 # ------------------------------------------------------------------ eviction below threshold 1
 class EvictingDataset:
     def __init__(self):

@@ -4,6 +4,7 @@ verl's known warnings are filtered; a finished run leaves no DataLoader worker b
 lost when measured; every third-party import is declared in pyproject.toml."""
 
 import ast
+import contextlib
 import copy
 import io
 import json
@@ -29,11 +30,12 @@ from recipe.pc.main_pc import preflight, unknown_key_problems
 
 
 # ---------------------------------------------------------------------- a config that passes every check
-def write_rows(path, rows: int) -> str:
+def write_rows(path, rows: int, models: dict | None = None) -> str:
+    """``rows`` verl rows; ``models``: the reward_model of some rows, by row number."""
     frame = pd.DataFrame(
         {
             "prompt": [[{"role": "user", "content": f"What is {i} + 1?"}] for i in range(rows)],
-            "reward_model": [{"ground_truth": str(i + 1), "style": "rule"} for i in range(rows)],
+            "reward_model": [(models or {}).get(i, {"ground_truth": str(i + 1), "style": "rule"}) for i in range(rows)],
             "extra_info": [{"index": i} for i in range(rows)],
         }
     )
@@ -196,6 +198,65 @@ def test_a_grader_without_its_package_is_named(base, monkeypatch, grader, absent
     else:
         assert len(problems) == 1 and named in problems[0] and "pip install -e '.[math]'" in problems[0], problems
         assert problems[0].startswith(f"reward.custom_reward_function.reward_kwargs.grader={grader or 'math_verify'} ")
+
+
+# ---------------------------------------------------------------------- bad ground truths: a warning, never a failure
+def bad_ground_truth_files(tmp_path) -> tuple[str, list[str]]:
+    """A train file with blank, empty and missing ground truths, a validation file of integer ones and a JSON-lines
+    validation file mixing them, each with the warning line it should get."""
+    train = write_rows(
+        tmp_path / "train.parquet",
+        16,
+        {2: {"ground_truth": "", "style": "rule"}, 5: {"ground_truth": "  ", "style": "rule"}, 7: None}
+        | {i: {"ground_truth": None, "style": "rule"} for i in range(9, 14)},
+    )
+    numbers = tmp_path / "numbers.parquet"
+    pd.DataFrame({"reward_model": [{"ground_truth": i} for i in range(4)]}).to_parquet(numbers)
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(
+        "\n".join(json.dumps(row) for row in [{"reward_model": {"ground_truth": "1"}}, {"reward_model": {}}, {}])
+        + '\n{"reward_model": {"ground_truth": 2.5}}\n'
+    )
+    line = (
+        "{key}: {path}: {bad} rows have an empty, missing or non-string reward_model.ground_truth ({counts}; rows "
+        "{rows}); they are graded, never stopping the run (docs/reference-preset.md says how), but fix the data if "
+        "they are not meant to be there"
+    )
+    return [train, str(numbers), str(mixed)], [
+        line.format(
+            key="data.train_files", path=train, bad="8 of 16", counts="2 empty, 6 missing", rows="2, 5, 7, 9, 10, ..."
+        ),
+        line.format(key="data.val_files", path=numbers, bad="4 of 4", counts="4 non-string", rows="0, 1, 2, 3"),
+        line.format(key="data.val_files", path=mixed, bad="3 of 4", counts="2 missing, 1 non-string", rows="1, 2, 3"),
+    ]
+
+
+def test_bad_ground_truths_are_one_warning_line_a_file_in_a_dry_run_and_before_ray(base, tmp_path, monkeypatch):
+    (train, *val), expected = bad_ground_truth_files(tmp_path)
+    config = changed(base, data__train_files=train, data__val_files=val)
+    assert main_pc.ground_truth_warnings(config) == expected
+    # --validate (DRY_RUN=1 in the scripts): warned, and the checks still pass.
+    err = io.StringIO()
+    with redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        main_pc.validate(config)
+    warned = [line.removeprefix("warning: ") for line in err.getvalue().splitlines() if line.startswith("warning: ")]
+    assert warned == expected and err.getvalue().endswith("config checks passed\n")
+    # A launch: warned before verl's run_ppo starts Ray.
+    seen_at_launch = []
+    monkeypatch.setattr(main_pc, "run_ppo", lambda config, task_runner_class: seen_at_launch.append(err.getvalue()))
+    monkeypatch.setattr(main_pc, "_check_gpus", lambda config: None)
+    err = io.StringIO()
+    with redirect_stderr(err):
+        main_pc.main(config)
+    assert [line for line in seen_at_launch[0].splitlines() if line.startswith("warning: ")] == [
+        f"warning: {line}" for line in expected
+    ]
+
+
+def test_good_ground_truths_and_unreadable_files_warn_nothing(base, tmp_path):
+    assert main_pc.ground_truth_warnings(base) == []
+    (tmp_path / "empty.parquet").write_bytes(b"")  # left to the dataset loader, which names it at launch
+    assert main_pc.ground_truth_warnings(changed(base, data__val_files=[str(tmp_path / "empty.parquet")])) == []
 
 
 # ---------------------------------------------------------------------- misspelt keys

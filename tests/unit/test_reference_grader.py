@@ -209,3 +209,107 @@ def test_the_committed_corpus_is_what_the_builder_writes(tmp_path):
     builder = runpy.run_path(os.path.join(ROOT, "scripts", "grader", "build_corpus.py"))
     rows = builder["build"]()
     assert [json.loads(line) for line in (DATA / "corpus.jsonl").read_text().splitlines()] == rows
+
+
+def test_the_first_normalisation_removes_a_percent_sign_twice_as_the_release():
+    # Removing "\%" once leaves the "\%" it brought together; the release removed it a second time.
+    assert reference_grader.mathd_normalize("5\\\\\\%%") == "5"
+    assert compute_score("deepmath", "\\boxed{5\\\\\\%%0}", "50", grader="reference")["acc"] is True
+
+
+@pytest.mark.parametrize("expr", ["(x^1^2)-(x)", "(x^12)-(x)"])
+def test_the_sympy_gate_stays_shut_when_only_one_of_its_patterns_matches(expr):
+    assert not reference_grader.sympy_gate_open(expr)
+
+
+def test_a_multi_digit_exponent_alone_never_reaches_sympy():
+    # sympy would call x^12*1 and x^12 equal; the release's gate, needing both patterns, never asked it.
+    assert compute_score("deepmath", "\\boxed{x^12*1}", "x^12", grader="reference")["acc"] is False
+
+
+# Ground truths the release graded without complaint, and what it gave (one column per response).
+BAD_TRUTHS = [
+    # truth, "\boxed{5}", "\boxed{}", no box
+    ("", (-1.0, "5"), (1.0, ""), (-1.0, "[NO_BOXED_FOUND]")),
+    ("  ", (-1.0, "5"), (1.0, ""), (-1.0, "[NO_BOXED_FOUND]")),
+    (None, (-1.0, "5"), (-1.0, ""), (-1.0, "[NO_BOXED_FOUND]")),
+    (5, (-1.0, "[TIMEOUT]"), (-1.0, "[TIMEOUT]"), (-1.0, "[NO_BOXED_FOUND]")),
+    (0.5, (-1.0, "[TIMEOUT]"), (-1.0, "[TIMEOUT]"), (-1.0, "[NO_BOXED_FOUND]")),
+    (True, (-1.0, "[TIMEOUT]"), (-1.0, "[TIMEOUT]"), (-1.0, "[NO_BOXED_FOUND]")),
+    ([5], (-1.0, "[TIMEOUT]"), (-1.0, "[TIMEOUT]"), (-1.0, "[NO_BOXED_FOUND]")),
+]
+
+
+@pytest.mark.parametrize("truth, boxed, empty_box, no_box", BAD_TRUTHS)
+def test_empty_missing_and_non_string_ground_truths_score_as_the_release(truth, boxed, empty_box, no_box):
+    for response, (score, pred) in zip(("\\boxed{5}", "\\boxed{}", "no box"), (boxed, empty_box, no_box), strict=True):
+        assert reference_grader.compute_score(response, truth) == {"score": score, "acc": score > 0, "pred": pred}
+
+
+class FakeCPU:
+    """The grading thread's CPU clock, moved on by hand: ``slow`` makes one call of a grader step cost ``seconds``."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def slow(self, monkeypatch, name: str, seconds: float = 2.0, call: int = 1):
+        step, calls = getattr(reference_grader, name), []
+
+        def slowed(*args, **kwargs):
+            calls.append(None)
+            if len(calls) == call:
+                self.now += seconds
+            return step(*args, **kwargs)
+
+        monkeypatch.setattr(reference_grader, name, slowed)
+
+
+@pytest.fixture
+def cpu(monkeypatch):
+    clock = FakeCPU()
+    monkeypatch.setattr(reference_grader, "_cpu_time", clock)
+    return clock
+
+
+PI_HALF = ("\\boxed{\\pi/2}", "\\frac{\\pi}{2}")  # equal only once the second normalisation reads the LaTeX
+HALF = ("\\boxed{0.5}", "\\frac12")  # equal only after the first normalisation
+
+
+# Where the budget runs out, and the release's outcome there (checked against its code with a step slowed past 1 s).
+TIMED_OUT = {"score": -1.0, "acc": False, "pred": "[TIMEOUT]"}
+STAGES = [
+    # the MATH normalisation of the ground truth, then of the answer: it keeps its input, grading goes on
+    ("_mathd_steps", 1, HALF, {"score": -1.0, "acc": False, "pred": "0.5"}),
+    ("_mathd_steps", 2, HALF, {"score": -1.0, "acc": False, "pred": "0.5"}),
+    # the second normalisation's LaTeX-to-text step: dropped, grading goes on
+    ("_latex_as_text", 1, PI_HALF, {"score": -1.0, "acc": False, "pred": "\\pi/2"}),
+    # the rest of the second normalisation, and the element-wise comparison: the release's wrapper gave -1
+    ("_as_float", 1, PI_HALF, TIMED_OUT),
+    ("_is_integer_string", 2, ("\\boxed{5 cm}", "5"), TIMED_OUT),
+    ("split_elements", 1, GATE_OPEN, TIMED_OUT),
+    ("split_elements", 1, ("\\boxed{2/4}", "1/2"), TIMED_OUT),  # unequal fractions: no sympy check after it
+]
+
+
+@pytest.mark.parametrize("step, call, pair, expected", STAGES)
+def test_the_budget_covers_the_whole_grade_with_the_release_outcome_where_it_runs_out(
+    cpu, monkeypatch, step, call, pair, expected
+):
+    in_time = reference_grader.compute_score(*pair)
+    assert in_time["pred"] == reference_grader.extract_answer(pair[0])
+    cpu.slow(monkeypatch, step, call=call)
+    assert reference_grader.compute_score(*pair) == expected
+
+
+def test_the_sympy_check_gets_only_what_the_grade_left_of_its_second(cpu, monkeypatch, one_slow_helper):
+    # 0.9 s before the symbolic check, which then needs 0.3 s: the release's alarm fired inside it ("not equal").
+    cpu.slow(monkeypatch, "split_elements", seconds=0.9)
+    assert reference_grader.compute_score(*GATE_OPEN) == {"score": -1.0, "acc": False, "pred": "x^12^1"}
+
+
+def test_after_a_swallowed_alarm_the_sympy_check_still_gets_a_second_of_its_own(cpu, monkeypatch, one_slow_helper):
+    cpu.slow(monkeypatch, "_mathd_steps")  # the budget runs out in the first normalisation, which swallows it
+    assert reference_grader.compute_score(*GATE_OPEN)["acc"] is True

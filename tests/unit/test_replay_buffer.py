@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recipe.pc.replay_buffer import PilotReplayBuffer
+from recipe.pc.replay_buffer import PROMPT_STRATEGIES, PilotReplayBuffer
 
 
 def make_buffer(strategy="random", response="max_variance", capacity=100, seed=0):
@@ -123,3 +123,24 @@ def test_max_variance_tie_order_among_equal_std_and_step(tie_order, expected):
     for pid in (5, 6, 7, 8, 9):  # equal std and step, added in this order
         buffer.add(pid, None, np.array([1.0, 0.0, 1.0, 0.0]), step=3)
     assert [d.entry.prompt_id for d in buffer.sample(3, 4)] == expected
+
+
+# Buffered in this order; by max_variance (spread, then newer) they rank 1, 3, 9, 7.
+IN_ORDER = [(7, 1, [0, 0, 0, 1]), (3, 2, [1, 0, 1, 0]), (9, 2, [1, 1, 1, 0]), (1, 3, [0, 1, 0, 1])]
+
+
+@pytest.mark.parametrize("strategy", PROMPT_STRATEGIES)
+def test_a_draw_of_every_buffered_prompt_keeps_insertion_order_under_the_reference(strategy):
+    for size in (4, 10):  # all it holds, or more
+        buffer = PilotReplayBuffer(100, strategy, "first_n", np.random.default_rng(0), take_all_order="insertion")
+        fill(buffer, IN_ORDER)
+        assert [d.entry.prompt_id for d in buffer.sample(size, 2)] == [7, 3, 9, 1]
+
+
+def test_a_draw_of_every_buffered_prompt_is_ranked_by_default_and_a_partial_draw_always():
+    ranked = make_buffer("max_variance")
+    fill(ranked, IN_ORDER)
+    assert [d.entry.prompt_id for d in ranked.sample(4, 2)] == [1, 3, 9, 7]
+    partial = PilotReplayBuffer(100, "max_variance", "first_n", np.random.default_rng(0), take_all_order="insertion")
+    fill(partial, IN_ORDER)
+    assert [d.entry.prompt_id for d in partial.sample(3, 2)] == [1, 3, 9]

@@ -179,6 +179,7 @@ class PilotCommitAllocator(Allocator):
             response_strategy=pc.buffer.response_strategy,
             rng=rng,
             tie_order=pc.buffer.tie_order,
+            take_all_order=pc.buffer.take_all_order,
         )
         self.evict_next_epoch: set[int] = set()
         self.screened: ScreenedPilots | None = None  # screens that disagreed, completed next round

@@ -21,6 +21,7 @@ import select
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 # Importing sympy and math-verify takes about a second, more on a loaded node; not counted against a timeout.
 _STARTUP_TIMEOUT_S = 120.0
@@ -114,12 +115,15 @@ class GraderPool:
         self._live = 0
         self._cond = threading.Condition()
 
-    def ask(self, args: list, timeout_s: float) -> dict:
-        """The helper's reply; TimeoutError when it took longer than ``timeout_s`` (the helper is then killed)."""
+    def ask(self, args: list, timeout_s: float | Callable[[], float]) -> dict:
+        """The helper's reply; TimeoutError when it took longer than ``timeout_s`` (the helper is then killed).
+
+        ``timeout_s`` may be a function, called once a helper is free: a caller with a budget of its own reads what
+        is left of it then, so the wait for a helper is not taken from it."""
         helper = self._acquire()
         healthy = False
         try:
-            reply = helper.ask(args, timeout_s)
+            reply = helper.ask(args, timeout_s() if callable(timeout_s) else timeout_s)
             healthy = True
             return reply
         finally:

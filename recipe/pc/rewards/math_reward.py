@@ -19,6 +19,11 @@ matching from that command on (``\\{``/``\\}`` don't count), so stray braces ear
 box that is never closed counts as no box. ``\\boxed 5`` without braces takes the text up to ``$``, a newline, ``\\]``
 or ``\\)``. Only the last 2000 characters of the answer are graded.
 
+A row's ground truth never stops a run (the start-up checks count the rows whose ground truth is empty, missing or
+not a string). ``grader="reference"`` scores them as the authors' grader did (``reference_grader.py``); the other
+graders grade a string, stripped, or a number as it prints, and score anything else (None, blank, a bool, a list)
+-1 with ``pred`` ``[NO_GROUND_TRUTH]``, wrong for every rollout, so the group carries no gradient.
+
 Graders (kwarg ``grader``):
 
 - ``"math_verify"`` (default): math-verify's ``parse``/``verify`` in a few helper processes (``grader_pool.py``)
@@ -32,6 +37,7 @@ Graders (kwarg ``grader``):
 from __future__ import annotations
 
 import logging
+import numbers
 import re
 
 from recipe.pc.rewards import grader_pool, reference_grader
@@ -41,6 +47,7 @@ logger = logging.getLogger(__name__)
 
 NO_BOX = "[NO_BOXED_FOUND]"
 TIMEOUT = "[TIMEOUT]"
+NO_GROUND_TRUTH = "[NO_GROUND_TRUTH]"
 GRADERS = ("math_verify", "math_dapo", "reference")
 # The packages each grader imports, as (module, the distribution pip installs it from): the start-up checks
 # (recipe.pc.main_pc) name a missing one before a run starts. pyproject.toml's `math` extra installs them all.
@@ -108,18 +115,13 @@ def compute_score(
         raise ValueError(f"math_reward: unknown grader={grader!r} (reward_kwargs.grader); expected one of {GRADERS}")
     if not timeout_s or timeout_s <= 0:
         raise ValueError(f"math_reward: timeout_s must be a positive number of seconds, got {timeout_s!r}")
-    gold = "" if ground_truth is None else str(ground_truth).strip()
-    if not gold:
-        index = (extra_info or {}).get("index")
-        raise ValueError(
-            f"math_reward: empty ground truth {ground_truth!r} for data_source={data_source!r}, "
-            f"extra_info.index={index!r}"
-        )
-
+    if grader == "reference":  # the authors' grader, quirks and its own 1 s timeout included; it sees the raw truth
+        return reference_grader.compute_score(solution_str, ground_truth)
+    gold = gold_text(ground_truth)
+    if gold is None:  # a data error that must not stop a run: the start-up checks count these rows
+        return _result(False, NO_GROUND_TRUTH)
     if grader == "math_dapo":
         return _grade_math_dapo(solution_str, gold)
-    if grader == "reference":  # the authors' grader, quirks and its own 1 s timeout included; it sees the raw truth
-        return reference_grader.compute_score(solution_str, str(ground_truth))
 
     answer = extract_boxed_answer(solution_str)
     if answer is None:
@@ -141,6 +143,16 @@ def compute_score(
         logger.debug("math-verify raised on %r vs %r: %s", answer[:200], gold, reply["error"])
         return _result(False, answer)
     return _result(reply["value"], answer)
+
+
+def gold_text(ground_truth) -> str | None:
+    """The ground truth as the text to grade against: a string stripped, a number as it prints; None when there is
+    none to grade against (None, blank, a bool, anything else)."""
+    if isinstance(ground_truth, str):
+        return ground_truth.strip() or None
+    if isinstance(ground_truth, numbers.Real) and not isinstance(ground_truth, bool):
+        return str(ground_truth)
+    return None
 
 
 def _result(acc: bool, pred: str) -> dict:

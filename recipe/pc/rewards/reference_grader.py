@@ -18,17 +18,28 @@ The quirks are kept, because they decided the numbers the paper reports:
 - ``2 1/2`` is read as 21/2 by the first normalisation and as 2 + 1/2 by the second; ``\\text{a} or \\text{b}``
   unwraps to ``a} or \\text{b``; a normalisation that fails part-way keeps its input as it was.
 
-The grading of one answer has a 1 s budget, counted from when it starts (never while it waits for a helper). In the
-release the budget is a SIGALRM whose exception the symbolic check swallows as "not equal", so a sympy call that
-runs out of time grades as incorrect, with the answer as ``pred``. Any other failure while grading is scored as the
-release scores it, -1 with ``pred`` ``[TIMEOUT]``.
+Ground truths: an empty or blank one is graded as a string; None never matches (-1 with the answer as ``pred``);
+anything else that is not a string scores -1 with ``pred`` ``[TIMEOUT]`` (the release's ``.strip()`` raised inside
+its timeout wrapper). A response without a box scores ``[NO_BOXED_FOUND]`` whatever the ground truth.
+
+The grading of one extracted answer has a 1 s budget (:class:`Budget`), the release's one SIGALRM per grade. What
+happens when it runs out depends on where, as in the release, whose ``try`` blocks swallowed the alarm in some places:
+
+- in the MATH normalisation of either string: that normalisation keeps its input, and grading goes on;
+- in the LaTeX-to-text step of the second normalisation: the step is dropped, and grading goes on;
+- in the sympy check: "not equal", so -1 with the answer as ``pred``;
+- anywhere else (the rest of the second normalisation, the element-wise comparison): -1 with ``pred`` ``[TIMEOUT]``.
+
+An alarm fires once: after one was swallowed the release graded on without a limit. Here a later sympy check still
+gets ``TIMEOUT_S`` of its own, so that no answer can hold a helper forever. Any other failure while grading is scored
+as the release scores it, -1 with ``pred`` ``[TIMEOUT]``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
+import time
 
 from recipe.pc.rewards import grader_pool
 
@@ -37,6 +48,53 @@ logger = logging.getLogger(__name__)
 NO_BOX = "[NO_BOXED_FOUND]"
 TIMEOUT = "[TIMEOUT]"
 TIMEOUT_S = 1.0
+
+# The grading thread's own CPU time: time spent waiting for the GIL or for a free helper is not the grade's work.
+_cpu_time = time.thread_time
+
+
+class _Alarm(Exception):
+    """The budget ran out: raised where the release's SIGALRM would have interrupted the grade. An ``Exception``, so
+    the places whose ``except Exception`` swallowed the release's alarm swallow this one too."""
+
+
+class Budget:
+    """The release's 1 s alarm for one grade, counted from the start of grading (after extraction).
+
+    It is spent by the grading thread's CPU time and by the wall time a sympy helper works on the grade; ``check`` is
+    called where one part of the grade ends and raises ``_Alarm`` the first time the budget is spent, so the part
+    that was running when it ran out decides the outcome. It never fires again after that.
+    """
+
+    def __init__(self, seconds: float = TIMEOUT_S) -> None:
+        self.seconds = float(seconds)
+        self.left = self.seconds
+        self.fired = False
+        self._since = _cpu_time()
+        self._helper_since: float | None = None
+
+    def check(self) -> None:
+        if self.fired:
+            return
+        now = _cpu_time()
+        self.left -= now - self._since
+        self._since = now
+        if self.left <= 0:
+            self.fired = True
+            raise _Alarm
+
+    def helper_timeout(self) -> float:
+        """Seconds a helper may work, read once it is free (the wait for it is not counted); starts its clock."""
+        self._helper_since = time.monotonic()
+        return self.seconds if self.fired else max(self.left, 0.0)
+
+    def helper_done(self) -> None:
+        """Charge the helper's working time, if it started."""
+        if self._helper_since is not None:
+            self.left -= time.monotonic() - self._helper_since
+            self._helper_since = None
+        self._since = _cpu_time()
+
 
 # --- extraction --------------------------------------------------------------------------------------------------
 
@@ -83,7 +141,8 @@ _MATHD_BEFORE_UNITS = [
     ("^\\circ", ""),
     ("\\$", ""),
 ]
-_MATHD_AFTER_UNITS = [("\\%", ""), (" .", " 0."), ("{.", "{0.")]
+# The release removes \% twice: one that the first removal brings together goes too (\\%% -> "").
+_MATHD_AFTER_UNITS = [("\\%", ""), ("\\%", ""), (" .", " 0."), ("{.", "{0.")]
 _WHOLE_TEXT = re.compile(r"^\\text\{(?P<inner>.+?)\}$")
 _UNIT_MARK = "\\text{ "
 _SQRT_WITHOUT_ARGUMENT = re.compile(r"\\sqrt(?=\\sqrt|\Z)")
@@ -150,15 +209,19 @@ def _slash_to_frac(s: str) -> str:
     return f"\\frac{{{numerator}}}{{{denominator}}}"
 
 
-def mathd_normalize(answer: str) -> str:
-    """The first normalisation: the MATH benchmark's string clean-up."""
+def mathd_normalize(answer: str, budget: Budget | None = None) -> str:
+    """The first normalisation: the MATH benchmark's string clean-up. Its input, stripped, when a step cannot handle
+    the string or the budget runs out during it (the release's ``try`` swallowed its alarm here)."""
     s = answer.strip()
     whole_text = _WHOLE_TEXT.search(s)
     if whole_text:
         s = whole_text["inner"].strip()
+    budget = budget or Budget(float("inf"))
     try:
-        return _mathd_steps(s)
-    except _Unnormalizable:
+        normalized = _mathd_steps(s)
+        budget.check()
+        return normalized
+    except (_Unnormalizable, _Alarm):
         return s
 
 
@@ -237,8 +300,12 @@ def _latex_as_text(s: str) -> str:
     return _replace_all(_latex_to_text.latex_to_text(s), _SYMBOLS).strip()
 
 
-def loose_normalize(answer: str) -> str:
-    """The second normalisation: LaTeX to text, units and spacing dropped, integers canonical, lower case."""
+def loose_normalize(answer: str, budget: Budget | None = None) -> str:
+    """The second normalisation: LaTeX to text, units and spacing dropped, integers canonical, lower case.
+
+    ``_Alarm`` when the budget runs out during it, except in the LaTeX-to-text step, which is then dropped (the
+    release's ``suppress`` swallowed its alarm there)."""
+    budget = budget or Budget(float("inf"))
     s = answer
     whole_text = _WHOLE_TEXT.search(s)
     if whole_text:
@@ -254,12 +321,18 @@ def loose_normalize(answer: str) -> str:
     if value is not None and _near_integer(value):
         s = str(int(round(value)))
     if "\\" in s:
-        with contextlib.suppress(Exception):  # the release keeps the string when pylatexenc fails
-            s = _latex_as_text(s)
+        budget.check()
+        try:
+            as_text = _latex_as_text(s)
+            budget.check()
+            s = as_text
+        except Exception:  # pylatexenc failed, or the alarm fired inside it: the release kept the string
+            pass
     s = _MIXED_NUMBER.sub(r"\1+\2", _MINUS_SPACES.sub("-", s))
     s = s.replace(" ", "").replace("{", "").replace("}", "").lower()
     if _is_integer_string(s):
         s = str(int(float(s.replace(",", ""))))
+    budget.check()
     return s
 
 
@@ -290,18 +363,23 @@ def sympy_gate_open(expr: str) -> bool:
     return all(pattern.search(expr) for pattern in _GATE_PATTERNS)
 
 
-def _sympy_equal(truth: str, given: str, timeout_s: float) -> bool:
+def _sympy_equal(truth: str, given: str, budget: Budget) -> bool:
+    """sympy's verdict behind the gate; "not equal" when the budget runs out here, as the release's check swallowed
+    its alarm."""
     expr = f"({truth})-({given})"
     if not sympy_gate_open(expr):
         return False
     try:
-        reply = grader_pool.pool("sympy_zero").ask([expr], timeout_s)
+        reply = grader_pool.pool("sympy_zero").ask([expr], budget.helper_timeout)
     except TimeoutError:
-        return False  # the release's alarm fires inside its symbolic check, which swallows it as "not equal"
+        budget.fired = True
+        return False
+    finally:
+        budget.helper_done()
     return bool(reply.get("value", False))
 
 
-def _elements_equal(truth: str, given: str, timeout_s: float) -> bool:
+def _elements_equal(truth: str, given: str, budget: Budget) -> bool:
     truths, givens = split_elements(truth), split_elements(given)
     if len(truths) != len(givens):
         return False
@@ -313,33 +391,47 @@ def _elements_equal(truth: str, given: str, timeout_s: float) -> bool:
         elif _is_integer_string(t) != _is_integer_string(g):
             equal = False
         else:
-            equal = _sympy_equal(t, g, timeout_s)
+            budget.check()  # what ran since the last check was outside the sympy check
+            equal = _sympy_equal(t, g, budget)
         if not equal:
             return False
     return True
 
 
-def grade(given: str, truth: str, timeout_s: float = TIMEOUT_S) -> bool:
-    """The release's verdict on an extracted answer ``given`` against the ground truth ``truth``."""
-    if mathd_normalize(given) == mathd_normalize(truth):
+def grade(given: str, truth: str | None, budget: Budget | None = None) -> bool:
+    """The release's verdict on an extracted answer ``given`` against the ground truth ``truth`` (None never
+    matches); ``_Alarm`` where the release's timeout wrapper would have caught its alarm."""
+    budget = budget or Budget(float("inf"))
+    truth_mathd = None if truth is None else mathd_normalize(truth, budget)
+    if mathd_normalize(given, budget) == truth_mathd:
         return True
-    given_loose, truth_loose = loose_normalize(given), loose_normalize(truth)
+    truth_loose = None if truth is None else loose_normalize(truth, budget)
+    given_loose = loose_normalize(given, budget)
+    if truth_loose is None:
+        return False
     if given_loose == truth_loose:
         return True
     if not given_loose:
         return False
-    return _elements_equal(truth_loose, given_loose, timeout_s)
+    equal = _elements_equal(truth_loose, given_loose, budget)
+    budget.check()
+    return equal
 
 
-def compute_score(solution_str: str, ground_truth: str, timeout_s: float = TIMEOUT_S) -> dict:
+def compute_score(solution_str: str, ground_truth, timeout_s: float = TIMEOUT_S) -> dict:
     """``{"score": ±1.0, "acc": bool, "pred": str}`` for one response, as the release's reward manager got it."""
     answer = extract_answer(solution_str)
     if answer is None:
         return {"score": -1.0, "acc": False, "pred": NO_BOX}
+    if ground_truth is not None and not isinstance(ground_truth, str):
+        return {"score": -1.0, "acc": False, "pred": TIMEOUT}  # the release's .strip() raised inside its wrapper
     try:
-        correct = grade(answer, ground_truth, timeout_s)
+        correct = grade(answer, ground_truth, Budget(timeout_s))
     except grader_pool.GraderStartupError:
         raise  # a setup problem, not a verdict
+    except _Alarm:
+        logger.debug("reference grader: over its %.1fs budget on %r vs %r", timeout_s, answer[:200], ground_truth)
+        return {"score": -1.0, "acc": False, "pred": TIMEOUT}
     except Exception:
         logger.warning("reference grader failed on %r vs %r", answer[:200], ground_truth, exc_info=True)
         return {"score": -1.0, "acc": False, "pred": TIMEOUT}
