@@ -64,6 +64,14 @@ PILOT_STD_OF_MEANS = "pilot_stats/prompt_std_of_means"
 PILOT_FRAC_ALL_ZERO = "pilot_stats/frac_all_zero"
 PILOT_FRAC_ALL_ONE = "pilot_stats/frac_all_one"
 
+# algorithm.rollout_allocation=knapsack: what its knapsacks chose this step.
+KNAPSACK_COMMIT_SIZE = "knapsack_stats/commit_size"  # prefix of count/mean/std/min/max of the commit sizes
+KNAPSACK_VALUE = "knapsack_stats/value"  # the summed value of the commits (recipe.pc.knapsack)
+KNAPSACK_UNIFORM_VALUE = "knapsack_stats/uniform_value"  # the best value of as many commits of rollout.n each
+KNAPSACK_EDGE_CANDIDATES = "knapsack_stats/edge_candidates"  # prompts Pilot-Commit would not buffer, offered
+KNAPSACK_EDGE_COMMITTED = "knapsack_stats/edge_committed"  # of those, committed
+KNAPSACK_EDGE_SHARE = "knapsack_stats/edge_committed_share"  # committed / offered (0 when none was offered)
+
 # --- per epoch -------------------------------------------------------------------------------------------------------
 EXCLUSION_EPOCH = "exclusion_stats/epoch"
 EVICTED_THIS_EPOCH = "exclusion_stats/evicted_this_epoch"

@@ -311,10 +311,15 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
             raise RuntimeError(f"step {self.global_steps} has no training rows to assemble")
         uid_parts = [s.column("uid") for s in segments]
         uids, first, counts = np.unique(np.concatenate(uid_parts), return_index=True, return_counts=True)
-        if (counts != self.pc.group_size).any() or len(uids) > self.pc.train_batch_size:
+        low, high = self.allocator.group_size_range(self.pc)
+        # A full step must have the rows whose split the start-up checks passed, whatever its groups' sizes.
+        rows_off = len(uids) == self.pc.train_batch_size and counts.sum() != self.pc.train_rows
+        if (counts < low).any() or (counts > high).any() or len(uids) > self.pc.train_batch_size or rows_off:
+            sizes = f"{low}" if low == high else f"{low} to {high} rows"
             raise RuntimeError(
-                f"step {self.global_steps} assembled {len(uids)} groups of sizes {np.unique(counts).tolist()}; "
-                f"expected at most {self.pc.train_batch_size} groups of {self.pc.group_size}"
+                f"step {self.global_steps} assembled {len(uids)} groups of sizes {np.unique(counts).tolist()} "
+                f"({counts.sum()} rows); expected at most {self.pc.train_batch_size} groups of {sizes}, "
+                f"{self.pc.train_rows} rows when full"
             )
         if len(uids) < self.pc.train_batch_size:
             unit = self._trainable_unit()

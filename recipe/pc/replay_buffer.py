@@ -152,6 +152,12 @@ class PilotReplayBuffer:
         self.counters.pop += len(draws)
         return draws
 
+    def take(self, prompt_ids) -> list[BufferEntry]:
+        """Remove and return the entries of ``prompt_ids``, in that order (a caller that ranks prompts itself)."""
+        taken = [self._entries.pop(int(prompt_id)) for prompt_id in prompt_ids]
+        self.counters.pop += len(taken)
+        return taken
+
     def flush_stale(self, current_step: int, max_off_steps: int) -> int:
         """Drop entries more than ``max_off_steps`` steps old; returns how many were dropped."""
         if not self._entries:

@@ -224,6 +224,40 @@ class DownsampleSettings(_Group):
 
 
 @dataclass(frozen=True)
+class KnapsackSettings(_Group):
+    """Commit sizes of ``algorithm.rollout_allocation=knapsack`` (``recipe.pc.allocators.knapsack``); its checks
+    against rollout.n are that allocator's."""
+
+    unit: int = key("algorithm.knapsack.unit")  # commit sizes are multiples of it
+    min_commit: int = key("algorithm.knapsack.min_commit")  # the smallest non-zero commit
+    max_commit: int = key("algorithm.knapsack.max_commit")
+    prior_alpha: float = key("algorithm.knapsack.prior_alpha")  # the pass rate's Beta prior before the pilot
+    prior_beta: float = key("algorithm.knapsack.prior_beta")
+
+    @property
+    def commits(self) -> tuple[int, ...]:
+        """The sizes a commit may have, 0 (none) first."""
+        return (0, *range(self.min_commit, self.max_commit + 1, self.unit))
+
+    def validate(self) -> None:
+        if self.unit < 1:
+            raise PCConfigError(f"algorithm.knapsack.unit={self.unit} must be at least 1")
+        if not self.unit <= self.min_commit <= self.max_commit:
+            raise PCConfigError(
+                f"algorithm.knapsack.unit={self.unit}, min_commit={self.min_commit} and max_commit={self.max_commit} "
+                "must satisfy unit <= min_commit <= max_commit"
+            )
+        for name, value in (("min_commit", self.min_commit), ("max_commit", self.max_commit)):
+            if value % self.unit:
+                raise PCConfigError(
+                    f"algorithm.knapsack.{name}={value} must be a multiple of algorithm.knapsack.unit={self.unit}"
+                )
+        for name, value in (("prior_alpha", self.prior_alpha), ("prior_beta", self.prior_beta)):
+            if not value > 0:  # also rejects NaN
+                raise PCConfigError(f"algorithm.knapsack.{name}={value} must be positive (a Beta prior's parameter)")
+
+
+@dataclass(frozen=True)
 class ReferenceSettings(_Group):
     """The run semantics where the reference preset (the authors' runs) and the default (improved) differ."""
 
@@ -232,6 +266,7 @@ class ReferenceSettings(_Group):
     dapo_step_unit: str = key("algorithm.dapo_step_unit")  # update | round
     carry_over_epoch: bool = key("algorithm.carry_over_epoch")
     row_order: str = key("algorithm.row_order")  # verl | reference
+    preset: str | None = key("trainer.preset")  # the preset chosen (null: none, the defaults)
 
     def validate(self) -> None:
         for name, value, allowed in (
@@ -260,6 +295,7 @@ class PCSettings(_Group):
     buffer: BufferSettings
     skip: SkipSettings
     downsample: DownsampleSettings
+    knapsack: KnapsackSettings
     reference: ReferenceSettings
 
     @classmethod

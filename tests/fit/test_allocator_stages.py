@@ -35,7 +35,8 @@ N_GEN = 8  # algorithm.downsample.n in the fit tests: twice rollout.n
 
 
 def test_every_method_has_an_allocator_module():
-    assert {cls.__module__.rsplit(".", 1)[1] for cls in ALLOCATORS.values()} == {"pilot_commit", "grpo", "dapo"}
+    expected = {"pilot_commit", "grpo", "dapo", "knapsack"}
+    assert {cls.__module__.rsplit(".", 1)[1] for cls in ALLOCATORS.values()} == expected
 
 
 # ------------------------------------------------------------------ down-sampling (PODS)

@@ -7,9 +7,7 @@ stopped by the trainer's own runtime check, not by an assertion.
 
 import numpy as np
 import pytest
-import torch
-from support import compose_pc_config, pilot_of
-from verl import DataProto
+from support import compose_pc_config, pilot_of, prompt_rows, rollout_rows, round_of
 
 from recipe.pc.allocators import make_allocator
 from recipe.pc.allocators.base import COMMIT, GROUP, PILOT
@@ -20,31 +18,6 @@ from recipe.pc.step import StepState
 def allocator(*overrides):
     settings = PCSettings.from_config(compose_pc_config(list(overrides)))
     return make_allocator(settings, np.random.default_rng(0))
-
-
-def round_of(alloc, state: StepState, prompts: DataProto, outcomes, step: int = 1):
-    """One round as the trainer runs it: plan, the generated rows (``outcomes(requests)``), absorb, fold."""
-    view = state.view(step, alloc.pc.train_batch_size)
-    plan = alloc.plan(prompts, view)
-    generated = outcomes(plan.requests)
-    result = alloc.absorb(plan, generated, view)
-    state.fold(result)
-    return plan.requests, result
-
-
-def prompt_rows(ids) -> DataProto:
-    """Dataloader rows: only the prompt id matters to an allocator."""
-    ids = np.asarray(ids, dtype=np.int64)
-    return DataProto.from_dict(tensors={"prompt": torch.from_numpy(ids)[:, None]}, non_tensors={"index": ids})
-
-
-def rollout_rows(ids, values, metric="acc") -> DataProto:
-    """Generated rows as absorb gets them: ``values`` interleaved per prompt, each row tagged (prompt, position)."""
-    ids, values = np.asarray(ids, dtype=np.int64), np.asarray(values, dtype=np.float64)
-    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-    position = np.arange(len(ids)) - first[inverse]  # a prompt's rows are consecutive
-    responses = torch.from_numpy(np.stack([ids, position], axis=1))
-    return DataProto.from_dict(tensors={"responses": responses}, non_tensors={"index": ids, metric: values})
 
 
 def pilot_round(alloc, correct_counts, n, step=1, state=None):

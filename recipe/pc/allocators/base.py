@@ -93,6 +93,12 @@ class Allocator:
         return pc.n_commit
 
     @classmethod
+    def group_size_range(cls, pc: PCSettings) -> tuple[int, int]:
+        """The fewest and the most rows a trained group may have; a full step has ``train_rows`` whatever they are."""
+        size = cls.group_size(pc)
+        return size, size
+
+    @classmethod
     def idle_rounds(cls, pc: PCSettings) -> int:
         """Rounds a step may start with that train nothing (a pilot-only round when nothing is buffered)."""
         return 0

@@ -264,6 +264,10 @@ class PilotCommitAllocator(Allocator):
         self.evict_next_epoch.update(verdict.stats.prompt_ids[verdict.evict].tolist())
         # A prompt already in this step's batch (committed before an epoch boundary) is not queued twice.
         fresh = ~np.isin(verdict.stats.prompt_ids, list(taken))
+        self._keep_pilots(rows, prompts, verdict, values, step, fresh)
+
+    def _keep_pilots(self, rows: DataProto, prompts: DataProto, verdict: PilotVerdict, values, step, fresh) -> None:
+        """Park the fresh passing groups in the buffer."""
         passing = np.flatnonzero(verdict.passed & fresh)
         if passing.size:
             stats = verdict.stats
@@ -307,6 +311,14 @@ class PilotCommitAllocator(Allocator):
         self, pilot_rows: DataProto, prompts: DataProto, first_rows: np.ndarray, prompt_ids: np.ndarray, values, step
     ) -> None:
         """Store the passing groups (first pilot row of each given) compactly, one buffer entry per prompt."""
+        pilot_round, group_values = self._store_pilots(pilot_rows, prompts, first_rows, values)
+        for position, prompt_id in enumerate(prompt_ids.tolist()):
+            self.buffer.add(prompt_id, PilotRef(pilot_round, position), group_values[position], step)
+
+    def _store_pilots(
+        self, pilot_rows: DataProto, prompts: DataProto, first_rows: np.ndarray, values
+    ) -> tuple[PilotRound, np.ndarray]:
+        """The given pilot groups (first row of each) stored once, compactly, and their metric values (a row each)."""
         n = self.pc.pilot.n
         # Rows are interleaved, so prompt j owns rows [j*n, (j+1)*n) of the pilot and row j of prompts.
         prompt_pos = first_rows // n
@@ -314,9 +326,7 @@ class PilotCommitAllocator(Allocator):
         kept_prompts.meta_info = {}
         rollouts = CompactRows.from_proto(pilot_rows, n, groups=prompt_pos)
         pilot_round = PilotRound(prompts=kept_prompts, rollouts=rollouts, n_pilot=n)
-        group_values = values.reshape(-1, n)[prompt_pos]
-        for position, prompt_id in enumerate(prompt_ids.tolist()):
-            self.buffer.add(prompt_id, PilotRef(pilot_round, position), group_values[position], step)
+        return pilot_round, values.reshape(-1, n)[prompt_pos]
 
     # ------------------------------------------------------------------ step and epoch ends
     def pending(self) -> int:
