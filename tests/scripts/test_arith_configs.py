@@ -18,6 +18,10 @@ def flatten(tree, prefix=""):
     return {prefix[:-1]: tree}
 
 
+# The knapsack allocator's keys, read only when algorithm.rollout_allocation=knapsack.
+KNAPSACK_DEFAULTS = {"unit": 4, "min_commit": 4, "max_commit": 32, "prior_alpha": 1.0, "prior_beta": 1.0}
+
+
 @pytest.mark.parametrize("method", ["grpo", "dapo", "pc"])
 def test_arith_launchers_compose_what_they_composed_before(method, tmp_path):
     env = {"DATA_DIR": "/snapshot/data", "OUT_DIR": "/snapshot/out", "MODEL_PATH": "/snapshot/model"}
@@ -30,6 +34,8 @@ def test_arith_launchers_compose_what_they_composed_before(method, tmp_path):
         "algorithm.row_order": "verl",
         "algorithm.buffer_take_all_order": "ranked",
         "trainer.val_rollout_interval": None,
+        "trainer.preset": None,
+        **{f"algorithm.knapsack.{k}": v for k, v in KNAPSACK_DEFAULTS.items()},
     }
     assert {k: now[k] for k in now.keys() - before.keys()} == added
     assert before.keys() - now.keys() == set()
