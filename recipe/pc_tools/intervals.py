@@ -164,19 +164,26 @@ def interpolated_markdown(table: pd.DataFrame, budgets: list[float], baseline: s
 
 
 _MAX_SPLITS = 1_000_000  # an exact permutation test enumerates every split; 10 + 10 runs are 184,756
+PERMUTATION_DRAWS = 200_000  # random splits beyond _MAX_SPLITS: a p-value near 0.05 to about ±0.001
 
 
-def permutation_p(values: np.ndarray, baseline: np.ndarray) -> float:
-    """Two-sided p-value of the exact permutation test of the difference of means: the share of all splits of the
-    pooled runs into groups of the original sizes (the observed one included) whose difference is at least the
-    observed one in absolute value."""
+def permutation_p(values: np.ndarray, baseline: np.ndarray, seed: int = 0) -> float:
+    """Two-sided p-value of the permutation test of the difference of means: the share of splits of the pooled runs
+    into groups of the original sizes whose difference is at least the observed one in absolute value. Exact (every
+    split, the observed one included) up to ``_MAX_SPLITS`` splits; beyond, ``PERMUTATION_DRAWS`` random splits
+    from ``numpy.random.default_rng(seed)`` with the observed split counted once, (1 + k) / (1 + draws)."""
     pooled = np.concatenate([values, baseline])
+    observed = abs(values.mean() - baseline.mean()) - TOLERANCE
     if math.comb(len(pooled), len(values)) > _MAX_SPLITS:
-        raise ReportError(f"--ci: {len(values)} + {len(baseline)} runs are too many splits for an exact permutation")
+        # 13 + 13 runs are 10,400,600 splits: too many to enumerate, so a random sample of them.
+        order = np.random.default_rng(seed).random((PERMUTATION_DRAWS, len(pooled))).argsort(axis=1)
+        sums = pooled[order[:, : len(values)]].sum(axis=1)
+        differences = sums / len(values) - (pooled.sum() - sums) / len(baseline)
+        return float((1 + np.count_nonzero(np.abs(differences) >= observed)) / (1 + PERMUTATION_DRAWS))
     splits = np.array(list(itertools.combinations(range(len(pooled)), len(values))))
     sums = pooled[splits].sum(axis=1)
     differences = sums / len(values) - (pooled.sum() - sums) / len(baseline)
-    return float(np.mean(np.abs(differences) >= abs(values.mean() - baseline.mean()) - TOLERANCE))
+    return float(np.mean(np.abs(differences) >= observed))
 
 
 def _percentile_interval(values: np.ndarray) -> tuple[float, float]:
@@ -231,13 +238,20 @@ def equivalence_test(mine: np.ndarray, theirs: np.ndarray, margin: float, alpha:
     return {"tost_p": float(p), "tost_low": estimate - half, "tost_high": estimate + half}
 
 
-def _difference(mine, theirs, drawn_mine, drawn_theirs, interval: str, margin: float | None, alpha: float) -> dict:
+def _difference(
+    mine, theirs, drawn_mine, drawn_theirs, interval: str, margin: float | None, alpha: float, seed: int
+) -> dict:
     """Δ at one budget from the values of the runs that got that far, the resampled runs' values beside them."""
     if interval == "studentized":
         low, high = studentized_interval(mine, theirs, drawn_mine, drawn_theirs)
     else:
         low, high = _percentile_interval(drawn_mine.mean(axis=1) - drawn_theirs.mean(axis=1))
-    row = {"estimate": mine.mean() - theirs.mean(), "low": low, "high": high, "p_value": permutation_p(mine, theirs)}
+    row = {
+        "estimate": mine.mean() - theirs.mean(),
+        "low": low,
+        "high": high,
+        "p_value": permutation_p(mine, theirs, seed),
+    }
     if margin is not None:
         row |= equivalence_test(mine, theirs, margin, alpha)
     return row
@@ -338,7 +352,7 @@ def intervals_table(
             )
             if there.size >= 2 and base_there.size >= 2:
                 drawn = values[config][draws.of(config, there), i], values[baseline][draws.of(baseline, base_there), i]
-                row |= _difference(mine[there], theirs[base_there], *drawn, interval, margin, alpha)
+                row |= _difference(mine[there], theirs[base_there], *drawn, interval, margin, alpha, seed)
             rows.append(row)
         for goal, value in goals:
             rows.append({**common, **_ratio_row(runs, config, baseline, goal, value, draws, kind, labels, groups)})
@@ -420,10 +434,12 @@ def _interval_cells(row: dict, goals: list, baseline: str, alpha: float) -> list
         cells += [_reached_cell(row["estimate"], ".2f", "×"), interval, "—"]
         cells += ["—"] * len(equivalence) + ["", "", row["left_out"] or ""]
         return cells
-    there = sum(1 for v in row["values"].split(",") if v)
-    base_there = sum(1 for v in row["baseline_values"].split(",") if v)
-    splits = math.comb(there + base_there, there)
-    p = "—" if pd.isna(row["p_value"]) else f"{row['p_value']:.4f} ({round(row['p_value'] * splits)} of {splits})"
+    splits = _splits(row)
+    if splits > _MAX_SPLITS:  # random splits, the observed one counted once
+        splits, kind = PERMUTATION_DRAWS + 1, " random"
+    else:
+        kind = ""
+    p = "—" if pd.isna(row["p_value"]) else f"{row['p_value']:.4f} ({round(row['p_value'] * splits)} of {splits}{kind})"
     cells = [f"acc. at {row['rollouts']:,.0f} rollouts", format_cell(row["value"], ".3f", "not read")]
     cells += [
         format_cell(row["baseline_value"], ".3f", "not read"),
@@ -432,6 +448,15 @@ def _interval_cells(row: dict, goals: list, baseline: str, alpha: float) -> list
     cells += ["—" if pd.isna(row["low"]) else f"[{row['low']:+.3f}, {row['high']:+.3f}]", p, *equivalence]
     cells += [_per_seed(row["runs"], row["values"]), _per_seed(row["baseline_runs"], row["baseline_values"])]
     return [*cells, row["left_out"] or ""]
+
+
+def _splits(row: dict) -> int:
+    """How many ways a difference row's runs split into groups of its two sizes (0 for a ratio row)."""
+    if row["measure"] != "difference":
+        return 0
+    there = sum(1 for v in row["values"].split(",") if v)
+    base_there = sum(1 for v in row["baseline_values"].split(",") if v)
+    return math.comb(there + base_there, there)
 
 
 def intervals_markdown(table: pd.DataFrame, baseline: str, source: str, method: str, alpha: float = 0.05) -> str:
@@ -443,16 +468,20 @@ def intervals_markdown(table: pd.DataFrame, baseline: str, source: str, method: 
         if len(goals) == 1
         else "each target (" + "; ".join(f"{v:.4f}: {g.source(baseline)}" for g, v in goals) + ")"
     )
+    # Where a budget's runs have too many splits to enumerate, the test samples them (permutation_p).
+    sampled = ""
+    if any(_splits(row) > _MAX_SPLITS for row in table.to_dict("records")):
+        sampled = f"; above {_MAX_SPLITS:,} splits, {PERMUTATION_DRAWS:,} random ones and the observed one"
     caption = (
         f"Each configuration against {baseline}, on interpolated mean curves (each run {first['curve']} between its "
         "validation points in cumulative generated rollouts, a configuration the pointwise mean of its runs). "
         f"Difference: mean of the runs that got to the budget minus {baseline}'s at equal rollouts; a run that ended "
         "before it is not read there and is left out (named), and the budget is not read where fewer than 2 runs of "
         "either got there. p: two-sided exact permutation test of the difference of the runs' means (every split of "
-        f"the pooled runs into groups of the original sizes). Ratio: rollouts at which the mean curve first reaches "
-        f"{target_text}, linear between points, over {baseline}'s, each read from the runs that cover the range up "
-        "to it (a run that stopped early and ended before is left out; not reached: the runs read end below the "
-        "target; not read: a crossing that a left-out run's range would hold). 95% intervals: "
+        f"the pooled runs into groups of the original sizes{sampled}). Ratio: rollouts at which the mean curve first "
+        f"reaches {target_text}, linear between points, over {baseline}'s, each read from the runs that cover the "
+        "range up to it (a run that stopped early and ended before is left out; not reached: the runs read end below "
+        "the target; not read: a crossing that a left-out run's range would hold). 95% intervals: "
         + ("studentized bootstrap (bootstrap-t, Welch's standard error)" if studentized else "percentile bootstrap")
         + f", {first['resamples']:,} resamples of each configuration's runs with replacement, independently, numpy "
         f"default_rng({first['seed']}); target and crossings are recomputed in each resample, ∞ where the mean curve "

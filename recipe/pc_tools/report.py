@@ -75,7 +75,8 @@ configuration against the baseline, as ``intervals.md``/``.csv`` and on stdout: 
 means of the runs of each that got there (those that ended before are left out and named; not read below 2 a side),
 every run's value there, its 95% bootstrap interval (``--interval``: percentile, or studentized bootstrap-t, which
 keeps its coverage at 5 runs a side) and the two-sided p-value of the exact permutation test of the difference of the
-runs' means (every split of the pooled runs into groups of the original sizes: 252 for 5 + 5); with
+runs' means (every split of the pooled runs into groups of the original sizes: 252 for 5 + 5; above 1,000,000
+splits, 13 + 13 runs for one, 200,000 random splits from ``--ci-seed`` and the observed one); with
 ``--equivalence-margin M`` also two one-sided Welch t-tests of |difference| < M at ``--alpha`` each and the
 (1 − 2α) t interval. Then per target the ratio of crossings with its bootstrap interval. The bootstrap draws each
 configuration's runs with replacement, independently, ``--ci-resamples`` times (default 10,000) from numpy's
@@ -267,7 +268,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="with --seeds, --interpolate and --at-rollouts: each configuration against the baseline, the accuracy "
         "difference at each budget and the rollouts-to-target ratio with 95%% bootstrap intervals (--interval), the "
-        "difference also with an exact permutation p-value (intervals.md)",
+        "difference also with a permutation p-value, exact up to 1,000,000 splits (intervals.md)",
     )
     parser.add_argument(
         "--ci-resamples", metavar="N", type=int, help=f"bootstrap resamples for --ci (default {CI_RESAMPLES})"
@@ -586,6 +587,11 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> tupl
         f"Target accuracy {target:.4f} ({source}): {method}; rollouts-to-target per seed as in the per-run table, "
         "then mean, min–max and sample std over the seeds that reached the target."
     )
+    if table["seeds_stopped"].any():
+        caption += (
+            " Stopped: a seed that ended before its configuration's last validation point, below the target: not read"
+            " there, so counted apart from the finished seeds."
+        )
     markdown = seed_table_markdown(table, caption)
     _write_table(args.out, "seeds_table", markdown, table, written)
     if args.equal_accuracy:

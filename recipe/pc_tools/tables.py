@@ -6,12 +6,20 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pandas as pd
 
 from recipe.pc.metric_names import CUMULATIVE_SAMPLED as ROLLOUTS
 from recipe.pc.metric_names import ROUNDS as GEN_CALLS
 from recipe.pc.metric_names import STEP_TIME
-from recipe.pc_tools.curves import Reach, accuracy_at_rollouts, interpolate_reach, rollouts_to_target, seed_groups
+from recipe.pc_tools.curves import (
+    Reach,
+    accuracy_at_rollouts,
+    interpolate_reach,
+    rollouts_to_target,
+    seed_groups,
+    stopped_runs,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -120,14 +128,18 @@ def build_seed_table(
     seed of both got there) and of the mean curves' crossings."""
     rows = []
     for config, labels in groups.items():
-        reached = [r.rollouts for r in (rollouts_to_target(curves[label], target) for label in labels) if r]
+        reaches = [rollouts_to_target(curves[label], target) for label in labels]
+        reached = [r.rollouts for r in reaches if r]
         values = pd.Series(reached, dtype=float)
+        # A run that ended before its configuration's last point without reaching the target is not read there.
+        stopped = stopped_runs([curves[label] for label in labels]) & np.array([r is None for r in reaches])
         rows.append(
             {
                 "configuration": config,
                 "runs": ",".join(labels),
                 "seeds": len(labels),
                 "seeds_reached": len(reached),
+                "seeds_stopped": int(stopped.sum()),
                 "rollouts_to_target_mean": values.mean() if reached else None,
                 "rollouts_to_target_min": values.min() if reached else None,
                 "rollouts_to_target_max": values.max() if reached else None,
@@ -182,7 +194,7 @@ def seed_table_markdown(table: pd.DataFrame, caption: str) -> str:
             spread = f"{row['rollouts_to_target_min']:,.0f}–{row['rollouts_to_target_max']:,.0f}"
         cells = [
             row["configuration"],
-            f"{row['seeds_reached']} of {row['seeds']}",
+            _reached_cell(row),
             format_cell(row["rollouts_to_target_mean"], ",.0f"),
             spread,
             format_cell(row["rollouts_to_target_std"], ",.0f"),
@@ -193,6 +205,14 @@ def seed_table_markdown(table: pd.DataFrame, caption: str) -> str:
         cells += [format_cell(row["peak_mean_accuracy"], ".4f")]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _reached_cell(row: dict) -> str:
+    """'k of n', or 'k of m finished, s stopped" where s runs ended early below the target (not read, not failed)."""
+    stopped = row["seeds_stopped"]
+    if not stopped:
+        return f"{row['seeds_reached']} of {row['seeds']}"
+    return f"{row['seeds_reached']} of {row['seeds'] - stopped} finished, {stopped} stopped"
 
 
 def equal_accuracy_table(means: dict[str, pd.DataFrame], baseline: str) -> pd.DataFrame:

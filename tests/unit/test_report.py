@@ -1093,3 +1093,25 @@ def test_every_metric_name_the_docs_mention_is_one_the_trainer_logs():
                 mentioned.update({name: os.path.relpath(page, ROOT) for name in pattern.findall(f.read())})
     assert len(mentioned) >= 5
     assert {name: page for name, page in mentioned.items() if name not in {*LOGGED_NAMES, *verl_own}} == {}
+
+
+def test_a_seed_that_stopped_below_the_target_is_counted_apart_from_the_finished_ones():
+    def curve(accuracies):
+        steps = range(0, 2 * len(accuracies), 2)
+        frame = pd.DataFrame({"rollouts": [100 * i for i in range(len(accuracies))]}, index=steps)
+        frame["accuracy"] = frame["smoothed"] = accuracies
+        return frame
+
+    curves = {
+        "base_s1": curve([0.1, 0.3, 0.4]),
+        "new_s1": curve([0.1, 0.3, 0.45]),  # finished, reached 0.4
+        "new_s2": curve([0.1, 0.3, 0.35]),  # finished, never reached it
+        "new_s3": curve([0.1, 0.3]),  # stopped below it: not read
+        "new_s4": curve([0.1, 0.42]),  # stopped, but reached it first
+    }
+    groups = {"base": ["base_s1"], "new": ["new_s1", "new_s2", "new_s3", "new_s4"]}
+    means = {c: curve_fns.mean_curve([curves[label] for label in labels]) for c, labels in groups.items()}
+    table = tables.build_seed_table(curves, groups, means, 0.4, ("base",)).set_index("configuration")
+    assert table["seeds_reached"].tolist() == [1, 2] and table["seeds_stopped"].tolist() == [0, 1]
+    markdown = tables.seed_table_markdown(table.reset_index(), "caption")
+    assert "| new | 2 of 3 finished, 1 stopped |" in markdown and "| base | 1 of 1 |" in markdown

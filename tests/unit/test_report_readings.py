@@ -329,3 +329,22 @@ def test_every_report_and_power_option_is_in_the_help_and_the_docs(capsys, monke
         options = [o for action in parsers[-1]._actions for o in action.option_strings if o[1] == "-" and o != "--help"]
         assert len(options) > 5 and [o for o in options if o not in helped] == []
         assert [o for o in options if not re.search(rf"(?<![\w-]){o}(?![\w-])", docs)] == []
+
+
+def test_a_permutation_test_with_too_many_splits_samples_them_with_the_observed_split_counted():
+    rng = np.random.default_rng(3)
+    mine, theirs = rng.normal(0.02, 0.017, 13), rng.normal(0.0, 0.017, 13)  # 10,400,600 splits
+    p = intervals.permutation_p(mine, theirs, seed=0)
+    assert p == intervals.permutation_p(mine, theirs, seed=0) != intervals.permutation_p(mine, theirs, seed=1)
+    # Against a permutation distribution drawn independently: within a few standard errors of 200,000 draws.
+    pooled, observed = np.concatenate([mine, theirs]), abs(mine.mean() - theirs.mean())
+    order = np.random.default_rng(7).random((50_000, 26)).argsort(axis=1)
+    differences = pooled[order[:, :13]].mean(axis=1) - pooled[order[:, 13:]].mean(axis=1)
+    expected = np.mean(np.abs(differences) >= observed)
+    assert abs(p - expected) < 5 * np.sqrt(expected * (1 - expected) / 50_000) + 1e-5
+    # Every split as extreme as the observed one: (1 + draws) / (1 + draws), never above 1; none of the random ones
+    # as extreme (the observed split is one of 2 in 10,400,600): 1 / (1 + draws), never 0.
+    assert intervals.permutation_p(np.zeros(13), np.zeros(13)) == 1.0
+    assert intervals.permutation_p(np.ones(13), np.zeros(13)) == 1 / (1 + intervals.PERMUTATION_DRAWS)
+    # Where the splits can be enumerated the test stays exact: 5 + 5 runs, one value apart, p = 2 / 252.
+    assert intervals.permutation_p(np.ones(5), np.zeros(5)) == pytest.approx(2 / 252)
