@@ -440,4 +440,23 @@ for seed in 4 5 6 7 8; do
 done
 python -m recipe.pc.report --seeds --interpolate --ci --at-rollouts 9216,18432,27648 --baseline grpo64t36_calibrated \
   --means $MEANS --out $R/prereg_pc4x60 "${PRE[@]}" >/dev/null
+# The second pre-registration (prereg-pc4x60-equal-budgets.md), read by its rule from the runs that finished all their
+# steps (t<steps> in the name), in whichever lease's folder; nothing is read until each arm has 2 finished runs.
+FINISHED=()
+for metrics in docs/results/regimes/2026-*/{grpo64t36v2304,pc4x60t42v2304}_calibrated_s*/metrics.jsonl; do
+  [ -f "$metrics" ] || continue
+  name=$(basename "$(dirname "$metrics")") steps=${name%%v2304*}
+  if grep -q "^{\"step\":${steps##*t}," "$metrics"; then
+    FINISHED+=("$name=$metrics")
+  fi
+done
+if [ "$(printf '%s\n' "${FINISHED[@]}" | grep -c '^grpo')" -ge 2 ] && [ "$(printf '%s\n' "${FINISHED[@]}" | grep -c '^pc')" -ge 2 ]; then
+  for curve in linear pchip; do
+    out=$R/prereg_pc4x60_equal_budgets
+    [ $curve = linear ] || out=$out/pchip
+    python -m recipe.pc.report --seeds --interpolate --ci --no-plot --baseline grpo64t36v2304_calibrated \
+      --at-rollouts 9216,18432,27648 --curve $curve --max-gap 0.15 --target 0.40 --interval studentized \
+      --equivalence-margin 0.02 --out $out "${FINISHED[@]}" >/dev/null
+  done
+fi
 ls $R/default $R/spread $R/default_g64 $R/calibrated $R/calibrated_g64 $R/calibrated_g64_t36 $R/default_stages $R/batch18_partial $R/calibrated_dapo_rerun $R/default_t40 $R/default480 $R/prereg_pc4x60

@@ -262,14 +262,19 @@ def test_the_ledger_takes_its_numbers_from_the_tables_it_cites():
                 assert number in text, f"{row[1]}: {number} is in none of the tables the row cites"
 
 
-def test_the_pre_registered_row_comes_first_and_reads_as_its_record_does():
-    row = ledger_rows()[0]
-    assert "pre-registered" in row[1]
-    assert "prereg_pc4x60/intervals.md" in row[-1]
+def test_the_pre_registered_rows_come_first_and_read_as_their_records_do():
+    first, second = ledger_rows()[:2]
+    assert "pre-registered" in first[1] and "prereg_pc4x60/intervals.md" in first[-1]
     record = read(os.path.join(REGIMES, "prereg-pc4x60.md")).split("## Record", 1)[1]
     assert "no measured difference" in record
     for number in ("−0.019", "[−0.038, −0.002]", "0.087"):
-        assert number in row[4] and number in record, number
+        assert number in first[4] and number in record, number
+    assert "2 of 3 finished, 2 stopped" in first[2] and "∞" not in first[3]
+    # The second is read only once its runs have finished; until then its row says so, as its record does.
+    assert "pre-registered" in second[1] and "prereg-pc4x60-equal-budgets.md" in second[-1]
+    record = read(os.path.join(REGIMES, "prereg-pc4x60-equal-budgets.md")).split("## Record", 1)[1]
+    finished = "None finished." in record
+    assert finished == ("0 of 26 runs finished" in second[2]), "the ledger's count of finished runs is not the record's"
 
 
 def test_plan_s_measured_ratios_are_the_ledger_s():
