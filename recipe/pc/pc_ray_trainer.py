@@ -112,6 +112,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         progress = tqdm(total=self.total_training_steps, initial=self.global_steps, desc="Training Progress")
         step = self._next_step()
         while self.counters.epoch < self.config.trainer.total_epochs:
+            epoch_start = (self.counters.gen_round, self.counters.cumulative_rollouts)
             for prompts in self.prompt_filter.rounds(self._dataloader_prompts(), self.rng):
                 self._run_round(prompts, step)
                 if not self._batch_ready(step):
@@ -124,7 +125,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
                     return self._finish()
                 step = self._next_step()
             step = self._end_epoch(step)
-            if self._data_exhausted():
+            if self._data_exhausted() or self._generated_nothing(*epoch_start):
                 break
         progress.close()
         self._finish_after_last_epoch(step)
@@ -377,6 +378,19 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
             "eviction left %d prompts, fewer than data.gen_batch_size=%d: every other prompt is solved, stopping",
             len(self.train_dataset),
             self.pc.gen_batch_size,
+        )
+        return True
+
+    def _generated_nothing(self, rounds_before: int, rollouts_before: int) -> bool:
+        """True after an epoch whose rounds all left every prompt out: the allocator decided on what it had seen, and
+        an epoch that generated nothing showed it nothing new, so the next would be the same."""
+        c = self.counters
+        if c.gen_round == rounds_before or c.cumulative_rollouts > rollouts_before:
+            return False
+        logger.warning(
+            "epoch %d: the allocator left out every prompt of its %d rounds, so nothing was generated; stopping",
+            c.epoch - 1,
+            c.gen_round - rounds_before,
         )
         return True
 

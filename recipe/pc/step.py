@@ -115,10 +115,16 @@ def run_round(
     the prompt filter sees the result. ``target``: the step's prompts; ``timer(name)`` times generation and absorb."""
     view = state.view(step, target)
     plan = allocator.plan(prompts, view)
-    with timer("gen"):
-        generated = generate(plan.requests)
+    wanted = tuple(request for request in plan.requests if request.rows)
+    generated = {}
+    if wanted:  # a round that leaves every prompt out generates nothing
+        with timer("gen"):
+            generated = generate(wanted)
     for request in plan.requests:
-        state.count_generated(request.kind, len(generated[request.name]))
+        if request.rows:
+            state.count_generated(request.kind, len(generated[request.name]))
+        else:
+            generated[request.name] = request.prompts.select_idxs(np.zeros(0, dtype=np.int64))
     with timer(allocator.filter_timer):
         result = allocator.absorb(plan, generated, view)
     state.fold(result)

@@ -267,3 +267,30 @@ def test_a_prompt_committed_earlier_in_the_step_is_neither_buffered_nor_committe
     trained = np.concatenate([s.column("index") for s in state.segments])
     assert sorted(np.unique(trained, return_counts=True)[1].tolist()) == [N_PILOT + N_COMMIT] * 4
     assert not {100, 101} & {e.prompt_id for e in alloc.buffer.entries()}
+
+
+def test_a_plan_without_rows_calls_no_generation_and_hands_back_empty_rows():
+    """Catches: an empty plan or request sent to generation (verl's concat and torch.cat refuse empty lists)."""
+    from recipe.pc.allocators.base import Allocator, Request, RoundPlan, RoundResult
+
+    class LeavesOut(Allocator):
+        def plan(self, prompts, view):
+            if prompts.non_tensor_batch["index"][0] == 1:
+                return RoundPlan(())
+            return RoundPlan((Request("none", prompts.select_idxs([]), 4, GROUP), Request("zero", prompts, 0, GROUP)))
+
+        def absorb(self, plan, generated, view):
+            self.seen.append({name: len(rows) for name, rows in generated.items()})
+            return RoundResult()
+
+    alloc = LeavesOut(allocator().pc, np.random.default_rng(0))
+    alloc.seen = []
+
+    def generate(requests):
+        raise AssertionError(f"generation called for {requests}")
+
+    state = StepState()
+    for ids in ([1, 2], [3, 4]):
+        run_round(alloc, PromptFilter(), state, prompt_rows(ids), 1, 4, generate)
+    assert alloc.seen == [{}, {"none": 0, "zero": 0}]
+    assert state.sampled_rollouts == 0

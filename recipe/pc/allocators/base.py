@@ -30,16 +30,26 @@ PILOT, COMMIT, GROUP = "pilot", "commit", "group"
 
 @dataclass(frozen=True)
 class Request:
-    """``n`` rollouts for each row of ``prompts``; ``absorb`` gets them back under ``name``."""
+    """``n`` rollouts for each row of ``prompts``; ``absorb`` gets them back under ``name``.
+
+    A request with no rows (no prompts, or ``n == 0``) is not generated: ``absorb`` gets back zero rows that carry the
+    prompts' fields only, no rollout fields.
+    """
 
     name: str
     prompts: DataProto
     n: int
     kind: str
 
+    @property
+    def rows(self) -> int:
+        return len(self.prompts) * self.n
+
 
 @dataclass(frozen=True)
 class RoundPlan:
+    """A round's requests; a plan without rows (``RoundPlan(())`` included) skips the generation call."""
+
     requests: tuple[Request, ...]
     context: object = None  # the allocator's own, handed back to absorb untouched
 
