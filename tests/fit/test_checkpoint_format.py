@@ -200,6 +200,21 @@ def test_state_from_another_configuration_is_named(tmp_path, tokenizer):
     assert str(state_path(tmp_path, 2)) in str(err)
 
 
+def test_a_state_is_checked_against_the_settings_its_allocator_names(tmp_path, tokenizer):
+    """Catches: every allocator's state held to Pilot-Commit's buffer settings (a GRPO run refused for a pilot size it
+    never uses), or a skipping state saved under a key its filter does not read back."""
+    grpo = ["algorithm.rollout_allocation=grpo", "data.gen_batch_size=4", "algorithm.skip.enable=true"]
+    fit(tmp_path, tokenizer, 2, ["trainer.save_freq=2", *grpo])
+    state = torch.load(state_path(tmp_path, 2), weights_only=True)
+    assert state["config"] == {} and "skip" in state
+    env_file_logger(tmp_path)
+    resumed = build_trainer(tmp_path, tokenizer, extra=[*grpo, "algorithm.exploration.n=8"])
+    resumed._load_checkpoint()  # accepted: GRPO's state depends on no pilot setting
+    assert resumed.actor_rollout_wg.loaded_step == 2
+    saved = state["skip"]
+    assert resumed.prompt_filter.skipper.streaks == dict(zip(saved["prompt_id"], saved["streak"], strict=True))
+
+
 def test_newer_state_version_is_named(tmp_path, tokenizer):
     fit(tmp_path, tokenizer, 2, ["trainer.save_freq=2"])
     path = state_path(tmp_path, 2)

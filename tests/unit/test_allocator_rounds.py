@@ -16,12 +16,17 @@ from recipe.pc.allocators import make_allocator
 from recipe.pc.allocators.base import COMMIT, GROUP, PILOT
 from recipe.pc.settings import PCSettings
 from recipe.pc.stages.prompt_filter import PromptFilter
-from recipe.pc.step import StepState, run_round
+from recipe.pc.step import Generation, RunCounters, StepLoop, StepState
 
 
 def allocator(*overrides):
     settings = PCSettings.from_config(compose_pc_config(list(overrides)))
     return make_allocator(settings, np.random.default_rng(0))
+
+
+def step_loop(alloc) -> StepLoop:
+    """The trainer's step loop over ``alloc``, without a prompt filter."""
+    return StepLoop(alloc.pc, alloc, PromptFilter(), RunCounters())
 
 
 def round_of(alloc, state: StepState, prompts: DataProto, outcomes, step: int = 1):
@@ -259,10 +264,11 @@ def test_a_prompt_committed_earlier_in_the_step_is_neither_buffered_nor_committe
             ids = np.repeat(r.prompts.non_tensor_batch["index"], r.n)
             pattern = [1.0, 1.0, 0.0, 0.0] if r.kind == PILOT else [1.0, 0.0, 0.0]
             rows[r.name] = rollout_rows(ids, np.tile(pattern, len(ids) // r.n))
-        return rows
+        return Generation(rows)
 
+    loop = step_loop(alloc)
     for ids in ([100, 101], [200, 201], [100, 101], [300, 301]):  # 100 and 101 come back, as in a new epoch
-        run_round(alloc, PromptFilter(), state, prompt_rows(ids), 1, alloc.pc.train_batch_size, generate)
+        loop.run_round(state, prompt_rows(ids), 1, generate)
     assert state.committed_ids == {100, 101, 200, 201}
     trained = np.concatenate([s.column("index") for s in state.segments])
     assert sorted(np.unique(trained, return_counts=True)[1].tolist()) == [N_PILOT + N_COMMIT] * 4
@@ -289,8 +295,8 @@ def test_a_plan_without_rows_calls_no_generation_and_hands_back_empty_rows():
     def generate(requests):
         raise AssertionError(f"generation called for {requests}")
 
-    state = StepState()
+    state, loop = StepState(), step_loop(alloc)
     for ids in ([1, 2], [3, 4]):
-        run_round(alloc, PromptFilter(), state, prompt_rows(ids), 1, 4, generate)
+        loop.run_round(state, prompt_rows(ids), 1, generate)
     assert alloc.seen == [{}, {"none": 0, "zero": 0}]
-    assert state.sampled_rollouts == 0
+    assert state.sampled_rollouts == 0 and (state.rounds, loop.counters.gen_round) == (2, 2)

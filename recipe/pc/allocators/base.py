@@ -65,10 +65,19 @@ class StepView:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One classified set of groups (a pilot, a screen, a round of baseline groups) and its metric values."""
+    """One classified set of groups (a pilot, a screen, a round of baseline groups) and its metric values.
+
+    ``filter_passed``: the groups through the allocator's filter when that is not ``verdict.passed`` (GRPO trains
+    every group and names those a spread filter would keep); the cost model's filter pass rate counts them.
+    """
 
     verdict: PilotVerdict
     values: np.ndarray
+    filter_passed: np.ndarray | None = None
+
+    @property
+    def passes(self) -> int:
+        return int((self.verdict.passed if self.filter_passed is None else self.filter_passed).sum())
 
 
 @dataclass
@@ -106,6 +115,11 @@ class Allocator:
     def idle_rounds(cls, pc: PCSettings) -> int:
         """Rounds a step may start with that train nothing (a pilot-only round when nothing is buffered)."""
         return 0
+
+    @classmethod
+    def state_settings(cls, pc: PCSettings) -> dict:
+        """The settings its checkpointed state depends on, by name: a resume with other values is refused."""
+        return {}
 
     @classmethod
     def check_settings(cls, pc: PCSettings) -> None:

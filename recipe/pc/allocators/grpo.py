@@ -50,7 +50,8 @@ class GRPOAllocator(Allocator):
         rows = generated[GROUP]
         values = metric_values(rows, self.pc.agg_metric)
         verdict = self.verdict(rows.non_tensor_batch["index"], values)
-        result = RoundResult(verdicts=[Verdict(verdict, values)])
+        spread = ~(verdict.too_correct | verdict.too_incorrect)  # what DAPO's filter would keep
+        result = RoundResult(verdicts=[Verdict(verdict, values, spread)])
         fresh = ~np.isin(verdict.stats.prompt_ids, list(view.committed_ids))
         kept = np.flatnonzero(verdict.passed & fresh)[: view.needed]
         if kept.size == 0:

@@ -168,6 +168,11 @@ class PilotCommitAllocator(Allocator):
         return 1 if pc.pilot.screen_n is None else 2
 
     @classmethod
+    def state_settings(cls, pc: PCSettings) -> dict:
+        # They shape the buffered groups: rollouts stored a prompt, reused a commit, and the commit's own.
+        return {"exploration.n": pc.pilot.n, "exploration.n_effective": pc.pilot.n_effective, "rollout.n": pc.n_commit}
+
+    @classmethod
     def check_settings(cls, pc: PCSettings) -> None:
         """Screening pilots is this allocator's: nothing to refuse beyond each group's own ranges."""
 

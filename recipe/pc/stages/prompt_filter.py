@@ -7,6 +7,7 @@ The default keeps every prompt, a dataloader batch a round. ``algorithm.skip.ena
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import ClassVar
 
 import numpy as np
 from verl import DataProto
@@ -14,6 +15,8 @@ from verl import DataProto
 
 class PromptFilter:
     """Keeps every prompt; subclasses override what they change."""
+
+    state_key: ClassVar[str | None] = None  # the checkpoint key of ``state_dict`` (None: no state)
 
     def rounds(self, batches: Iterator[DataProto], rng: np.random.Generator) -> Iterator[DataProto]:
         """This epoch's rounds of new prompts, from the dataloader's batches."""

@@ -133,6 +133,8 @@ class SkippingFilter(PromptFilter):
     made a step of many small rounds once most prompts were skipped.
     """
 
+    state_key = "skip"
+
     def __init__(self, rule: SkipSettings, gen_batch_size: int):
         self.skipper = PromptSkipper(rule)
         self.gen_batch_size = gen_batch_size
