@@ -109,12 +109,15 @@ class _Group:
 
     @classmethod
     def keys(cls) -> list[str]:
-        """Every config key the group (and its nested groups) reads."""
+        """Every config key the group (and its nested groups) reads, the keys read when one is null included."""
         hints = typing.get_type_hints(cls)
         found = []
         for f in dataclasses.fields(cls):
-            found += [f.metadata["key"]] if "key" in f.metadata else hints[f.name].keys()
-        return found
+            if "key" in f.metadata:
+                found += [f.metadata["key"], *([f.metadata["fallback"]] if f.metadata["fallback"] else [])]
+            else:
+                found += hints[f.name].keys()
+        return list(dict.fromkeys(found))
 
     def validate(self) -> None:
         """Check the group's own ranges; the message names the key."""

@@ -18,7 +18,10 @@ adds each configuration with GRESO skipping to the simulated table (the analytic
 fixed pass rates and no eviction its saving is optimistic. ``--screen-n K`` screens every PC split's pilots
 (``algorithm.exploration.screen_n``); ``--downsample-n N`` generates N rollouts per GRPO/DAPO group and per PC commit
 and trains the configured number (PODS, ``algorithm.downsample.n``). ``--sources A,B`` keeps only the prompts of those
-data sources (predicting a mix made of some of a dump's sources).
+data sources (predicting a mix made of some of a dump's sources). ``--allocator NAME`` adds any registered allocator
+(``algorithm.rollout_allocation``; one of your own once its module is imported, e.g. through
+``VERL_USE_EXTERNAL_MODULES``) at the grid's sizes, with ``--set KEY=VALUE`` overrides of the trainer's config; it has
+no analytic model, so it is simulated (``--simulate STEPS``).
 
 ``check`` (``--measured KIND=METRICS``, KIND ``grpo``, ``dapo`` or ``pc:P+C``): the run's logged
 ``rollout_stats/num_rollouts_sample`` and ``training/num_gen_batches`` (a verl file-logger log, ``tb:DIR`` or
@@ -77,6 +80,7 @@ from recipe.pc_tools.predictions import (
     measured_worse,
     parse_splits,
     recommend,
+    registered_configurations,
 )
 
 PROG = "python -m recipe.pc.plan"
@@ -218,6 +222,22 @@ def _predict_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
             "optimistic, as a prompt's pass rate never changes in the simulator",
         ),
         add(
+            "--allocator",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="also simulate this registered allocator (algorithm.rollout_allocation; one imported through "
+            "VERL_USE_EXTERNAL_MODULES too) at the grid's sizes; it has no analytic model, so it needs --simulate "
+            "(repeatable)",
+        ),
+        add(
+            "--set",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a trainer config override for every --allocator, e.g. algorithm.max_num_gen_batches=5 (repeatable)",
+        ),
+        add(
             "--train-prompts",
             type=_int_at_least(1, "a number of prompts"),
             default=None,
@@ -314,6 +334,10 @@ def _check_predict(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     ]
     if simulator_only and args.simulate <= 0:
         parser.error(f"{', '.join(simulator_only)} set(s) the simulator: add --simulate STEPS")
+    if args.allocator and args.simulate <= 0:
+        parser.error(f"--allocator {args.allocator[0]} is simulated (it has no analytic model): add --simulate STEPS")
+    if args.set and not args.allocator:
+        parser.error("--set overrides the config of the --allocator configurations: name one with --allocator")
     if args.per_step and args.simulate > 0:
         parser.error("--per-step predicts step by step; the simulator runs on pooled rates: use one")
 
@@ -379,7 +403,7 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    configs = configurations(args)
+    configs, registered = configurations(args), registered_configurations(args)
     files = step_files(args.dump_dir, args.steps)
     metric, prior, sources = args.metric, args.prior, args.sources
     ids, seen, wins = read_window(files, metric, sources)
@@ -395,7 +419,7 @@ def run_predict(args: argparse.Namespace) -> int:
     else:
         predictions = [predict(rates, c) for c in configs]
     # A configuration predicted never to fill a step is not simulated (it would only hit the round cap).
-    fills = [c for c, p in zip(configs, predictions, strict=True) if math.isfinite(p.rounds_per_step)]
+    fills = [c for c, p in zip(configs, predictions, strict=True) if math.isfinite(p.rounds_per_step)] + registered
     skips = [None, defaults.SKIP] if args.skip else [None]
     how = {"warmup": args.simulate_warmup, "runs": args.simulate_runs, "prompts": args.prompts}
     simulated = [simulate(rates, c, steps=args.simulate, skip=k, **how) for c in fills for k in skips if args.simulate]

@@ -1,6 +1,7 @@
 """A new allocator is one module and its registration: the example of docs/architecture.md, run as written from a
 temporary module, trains through the real fit() on the stand-ins, resumes like an uninterrupted run, stops cleanly when
-it leaves every prompt out, and is simulated by the cost model, with no change to the trainer, settings or simulator."""
+it leaves every prompt out, and is simulated and planned through the public tools, with no change to the trainer, the
+settings or the simulator."""
 
 import importlib
 import os
@@ -9,12 +10,12 @@ import sys
 
 import numpy as np
 from support import (
+    FIXTURES,
     ROOT,
     B,
     G,
     assert_resumed_like,
     build_trainer,
-    compose_pc_config,
     env_file_logger,
     fit_run,
     resume_run,
@@ -24,8 +25,8 @@ from support import (
 from recipe.pc import allocators
 from recipe.pc import metric_names as names
 from recipe.pc.allocators import ALLOCATORS
-from recipe.pc.settings import PCSettings
-from recipe.pc_tools.simulate import SimulatedRun
+from recipe.pc_tools import plan
+from recipe.pc_tools.costmodel import Registered, simulate
 
 TOY = "skip_agreed"
 USE_TOY = [f"algorithm.rollout_allocation={TOY}"]
@@ -96,14 +97,15 @@ def test_when_every_prompt_is_left_out_nothing_is_generated_and_the_run_stops(tm
     assert "epoch 1: the allocator left out every prompt of its 5 rounds" in caplog.text
 
 
-def test_the_documented_allocator_is_simulated_by_the_cost_model(tmp_path, monkeypatch):
+def test_the_documented_allocator_is_simulated_and_planned_through_the_public_tools(tmp_path, monkeypatch, capsys):
     load_toy(tmp_path, monkeypatch)
-    overrides = [*USE_TOY, "data.train_batch_size=8", "data.gen_batch_size=16", "actor_rollout_ref.rollout.n=4"]
-    settings = PCSettings.from_config(compose_pc_config(overrides))
-    p = np.r_[np.full(50, 0.5), np.zeros(50)]
-    run = SimulatedRun(settings, p, np.random.default_rng(0), np.random.default_rng(1))
-    totals = np.array([run.step(step) for step in range(1, 31)])
-    rounds, _, commits, trained = totals[:, :4].T
-    assert (trained == 8).all()
-    # Once the unsolvable half is left out, a round of 16 generates about 8 prompts (fewer as 0.5 prompts agree).
-    assert (commits[-10:] < rounds[-10:] * 16 * 4 * 0.75).all()
+    overrides = (*USE_TOY, "data.train_batch_size=8", "data.gen_batch_size=16", "actor_rollout_ref.rollout.n=4")
+    simulated = simulate(np.r_[np.full(50, 0.5), np.zeros(50)], Registered(overrides, "toy"), steps=20, warmup=10)
+    assert (simulated.label, simulated.group_size, simulated.trained_groups_per_step) == ("toy", 4, 8)
+    # The unsolvable half is left out after its first group: a round of 16 prompts generates about 8 groups.
+    assert simulated.commit_rollouts_per_step < simulated.rounds_per_step * 16 * 4 * 0.6
+    sizes = ["--train-batch-size", "4", "--gen-batch-size", "8", "--group-size", "4"]
+    toy = ["--allocator", TOY, "--set", "algorithm.max_num_gen_batches=20", "--simulate", "5"]
+    assert plan.main(["predict", os.path.join(FIXTURES, "plan"), *sizes, *toy]) == 0
+    simulated_table = capsys.readouterr().out.split("simulated (")[1]
+    assert f"| {TOY} n=4 G=8 algorithm.max_num_gen_batches=20 | 4 |" in simulated_table

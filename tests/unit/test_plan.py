@@ -104,6 +104,21 @@ def test_other_bad_inputs(tmp_path, capsys):
     assert "diversity_threshold_lower" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--allocator", "dapo"], "--allocator dapo is simulated (it has no analytic model): add --simulate"),
+        (["--set", "data.gen_batch_size=8", "--simulate", "5"], "--set overrides the config of the --allocator"),
+        (["--allocator", "nope", "--simulate", "5"], "algorithm.rollout_allocation='nope'; choose one of"),
+        (["--allocator", "dapo", "--set", "data.gen_size=8", "--simulate", "5"], "data.gen_size is not a key of"),
+        (["--allocator", "dapo", "--set", "data.gen_batch_size", "--simulate", "5"], "expected an override KEY=VALUE"),
+    ],
+)
+def test_a_registered_allocator_needs_the_simulator_a_known_name_and_known_keys(capsys, args, message):
+    assert plan.main(["predict", FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_train_prompts_notes_the_pc_splits_that_would_pass_over_the_set_more_than_twice(capsys):
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12,8+8"]
     rates = pass_rates(*read_pass_counts(step_files(FIXTURE, (None, None)), "acc")[1:], (0.0, 0.0))
