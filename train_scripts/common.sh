@@ -153,7 +153,7 @@ grpo_args() {  # N
 }
 dapo_args() {  # N
   echo "algorithm.rollout_allocation=dapo data.gen_batch_size=384 actor_rollout_ref.rollout.n=$1" \
-    "algorithm.filter_groups.metric=acc algorithm.filter_groups.max_num_gen_batches=10"
+    "algorithm.agg_metric=acc algorithm.max_num_gen_batches=10"
 }
 pc_args() {  # N_PILOT N_COMMIT BUFFER_SAMPLING
   # PPO mini-batch arithmetic comes from the preset: reference = 32 x n_commit rows with a partial

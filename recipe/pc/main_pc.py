@@ -41,6 +41,7 @@ from verl.utils.device import auto_set_device, get_platform
 from recipe.pc import reference_loss
 from recipe.pc.parallel import check_parallel_sizes, micro_batches
 from recipe.pc.settings import PCSettings
+from recipe.pc.stages.prompt_filter import prompt_filter_class
 
 # Variables the launchers set for the processes inside Ray. A Ray instance started by the driver inherits them;
 # on a cluster started beforehand (train_scripts/ray_cluster.sh, any `ray start`) the TaskRunner and workers do
@@ -169,6 +170,7 @@ def reference_dp_size(config) -> int | None:
 
 def _check_pc(config) -> None:
     settings = PCSettings.from_config(config)
+    prompt_filter_class(settings.prompt_filter_name)
     dp_size = actor_dp_size(config)
     # Null sizes are left to verl's validate_config (_check_verl), which names them.
     micro = micro_batches(config, dp_size, reference_dp_size(config))

@@ -38,7 +38,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from recipe.pc.settings import PCConfigError, PCSettings, SkipSettings, yaml_defaults
-from recipe.pc_tools.defaults import DAPO_MAX_ROUNDS, MAX_OFF_STEPS, MAX_ROUNDS, P_LOWER, P_UPPER
+from recipe.pc_tools.defaults import MAX_OFF_STEPS, MAX_ROUNDS, P_LOWER, P_UPPER
 
 # Expected rounds per step above which a step is reported as never filling (inf).
 _MAX_EXPECTED_ROUNDS = 2000
@@ -70,7 +70,7 @@ class DAPO:
     n: int
     gen_batch_size: int
     train_batch_size: int
-    max_num_gen_batches: int = DAPO_MAX_ROUNDS  # <= 0: unlimited
+    max_num_gen_batches: int = MAX_ROUNDS  # <= 0: unlimited
     downsample_n: int | None = None  # PODS: generated per group, the n with the most spread kept
 
     @property
@@ -254,7 +254,6 @@ def _settings(config: Config) -> PCSettings:
             "actor_rollout_ref.rollout.n": config.n_commit if isinstance(config, PilotCommit) else config.n,
             "algorithm.exploration.n": n_pilot,
             "algorithm.max_num_gen_batches": rounds,
-            "algorithm.filter_groups.max_num_gen_batches": rounds,
             "algorithm.downsample.n": config.downsample_n,
             **band,
         }

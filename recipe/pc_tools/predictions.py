@@ -127,7 +127,6 @@ def registered_configurations(args) -> list[Registered]:
         "algorithm.diversity_threshold_upper": args.p_upper,
         "algorithm.buffer_max_off_steps": args.max_off_steps,
         "algorithm.max_num_gen_batches": args.max_num_gen_batches,
-        "algorithm.filter_groups.max_num_gen_batches": args.max_num_gen_batches,
         "algorithm.downsample.n": args.downsample_n,
     }
     shared_text = [f"{key}={'null' if value is None else value}" for key, value in shared.items()]

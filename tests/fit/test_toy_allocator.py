@@ -25,6 +25,7 @@ from support import (
 from recipe.pc import allocators
 from recipe.pc import metric_names as names
 from recipe.pc.allocators import ALLOCATORS
+from recipe.pc.stages import prompt_filter
 from recipe.pc_tools import plan
 from recipe.pc_tools.costmodel import Registered, simulate
 
@@ -33,15 +34,14 @@ USE_TOY = [f"algorithm.rollout_allocation={TOY}"]
 N = 4  # rollout.n in build_trainer
 
 
-def documented_allocator() -> str:
-    """The python block of docs/architecture.md's "Writing an allocator"."""
+def documented_example(section: str) -> str:
+    """The python block of a section of docs/architecture.md."""
     text = open(os.path.join(ROOT, "docs", "architecture.md")).read()
-    section = text[text.index("## Writing an allocator") :]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    return re.search(r"```python\n(.*?)```", text[text.index(section) :], re.S).group(1)
 
 
 def load_toy(tmp_path, monkeypatch):
-    (tmp_path / "toy_allocator.py").write_text(documented_allocator())
+    (tmp_path / "toy_allocator.py").write_text(documented_example("## Writing an allocator"))
     monkeypatch.syspath_prepend(str(tmp_path))
     registry = dict(ALLOCATORS)  # the test's own registry, so the toy is gone after it
     monkeypatch.setattr(allocators, "ALLOCATORS", registry)
@@ -109,3 +109,17 @@ def test_the_documented_allocator_is_simulated_and_planned_through_the_public_to
     assert plan.main(["predict", os.path.join(FIXTURES, "plan"), *sizes, *toy]) == 0
     simulated_table = capsys.readouterr().out.split("simulated (")[1]
     assert f"| {TOY} n=4 G=8 algorithm.max_num_gen_batches=20 | 4 |" in simulated_table
+
+
+def test_the_documented_prompt_filter_plugs_in_by_one_file_and_one_key(tmp_path, tokenizer, monkeypatch):
+    (tmp_path / "toy_filter.py").write_text(documented_example("## Writing a prompt filter"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(prompt_filter, "PROMPT_FILTERS", dict(prompt_filter.PROMPT_FILTERS))
+    monkeypatch.delitem(sys.modules, "toy_filter", raising=False)
+    importlib.import_module("toy_filter")
+    trainer = fit_run(
+        tmp_path, tokenizer, ["algorithm.prompt_filter=even_ids", "trainer.total_training_steps=3"]
+    ).trainer
+    assert type(trainer.prompt_filter).__name__ == "EvenIds"
+    generated = [np.asarray(c.prompt_ids) for c in trainer.async_rollout_manager.calls]
+    assert len(generated) >= 3 and all((ids % 2 == 0).all() for ids in generated)

@@ -181,7 +181,7 @@ def test_dapo_trains_the_groups_whose_scores_vary_whatever_their_mean():
     }
     alloc = allocator(
         "algorithm.rollout_allocation=dapo",
-        "algorithm.filter_groups.metric=score",
+        "algorithm.agg_metric=score",
         "data.train_batch_size=6",
         "data.gen_batch_size=6",
         "actor_rollout_ref.rollout.n=4",

@@ -15,14 +15,17 @@ Allocators are plain Python and numpy over DataProto rows: no Ray, no GPU. A new
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from verl import DataProto
 
 from recipe.pc.allocation import GroupStats, PilotVerdict
 from recipe.pc.compact import Segment
-from recipe.pc.settings import PCConfigError, PCSettings
+from recipe.pc.errors import PCConfigError
+
+if TYPE_CHECKING:  # the settings look allocators up: only type checkers read this import
+    from recipe.pc.settings import PCSettings
 
 # Request kinds: "pilot" rows count as exploration and are tagged as pilots; "commit" and "group" rows may train.
 PILOT, COMMIT, GROUP = "pilot", "commit", "group"
@@ -100,8 +103,6 @@ class Allocator:
 
     name: ClassVar[str] = ""
     filter_timer: ClassVar[str] = "group_filter"  # the marked_timer name of ``absorb``
-    # Settings keys read from another key for this allocator (DAPO's filter reads algorithm.filter_groups.*).
-    config_keys: ClassVar[dict[str, str]] = {}
     # Whether a partial batch and its round count survive an epoch end even with carry_over_epoch=false.
     keeps_partial_batch_at_epoch_end: ClassVar[bool] = False
 

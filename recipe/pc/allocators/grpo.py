@@ -7,7 +7,7 @@ have filtered them.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from verl import DataProto
@@ -25,8 +25,11 @@ from recipe.pc.allocators.base import (
     register,
 )
 from recipe.pc.compact import Segment
-from recipe.pc.settings import PCConfigError, PCSettings
+from recipe.pc.errors import PCConfigError
 from recipe.pc.stages.downsample import downsample_rows
+
+if TYPE_CHECKING:  # the settings look allocators up: only type checkers read this import
+    from recipe.pc.settings import PCSettings
 
 
 @register

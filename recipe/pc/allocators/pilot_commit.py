@@ -15,6 +15,7 @@ for this epoch (never evicted: eviction needs a full pilot).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -45,8 +46,10 @@ from recipe.pc.allocators.base import (
 )
 from recipe.pc.compact import CompactRows, Segment
 from recipe.pc.replay_buffer import BufferEntry, Draw, PilotReplayBuffer
-from recipe.pc.settings import PCSettings
 from recipe.pc.stages.downsample import downsample_rows
+
+if TYPE_CHECKING:  # the settings look allocators up: only type checkers read this import
+    from recipe.pc.settings import PCSettings
 
 # Request names: a round's new pilots, the rest of last round's screened pilots, and the commits.
 NEW_PILOTS, SCREEN_REST = "pilot", "screen_rest"
