@@ -1,12 +1,8 @@
 """Plan a run: per-prompt pass rates from rollout dumps, fed to the cost model for GRPO, DAPO and PC splits.
 
-    python -m recipe.pc.plan predict DUMP_DIR [--steps 10:20] [--group-size 16] [--pc 4+12,8+8] ...
-    python -m recipe.pc.plan check DUMP_DIR --measured KIND=METRICS [--window K] [--per-step] ...
-    python -m recipe.pc.plan sources DUMP_DIR [--window K] [--table] [--histogram PNG]
-
-A command line without a command is read as before the commands existed: with ``--measured`` it is ``check``, with
-``--by-source`` or ``--histogram`` it is ``sources`` (``--by-source`` is ``--table``), otherwise ``predict``; the
-combinations the old form refused are refused with the same messages.
+    python -m recipe.pc_tools.plan predict DUMP_DIR [--steps 10:20] [--group-size 16] [--pc 4+12,8+8] ...
+    python -m recipe.pc_tools.plan check DUMP_DIR --measured KIND=METRICS [--window K] [--per-step] ...
+    python -m recipe.pc_tools.plan sources DUMP_DIR [--window K] [--table] [--histogram PNG]
 
 DUMP_DIR holds ``<step>.jsonl`` (or gzipped ``<step>.jsonl.gz``) files written by this project's trainer with
 ``trainer.rollout_data_dir=DUMP_DIR`` (``recipe.pc_tools.dumps``). A prompt seen k times with s successes gets
@@ -52,7 +48,6 @@ import argparse
 import inspect
 import math
 import sys
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -83,8 +78,7 @@ from recipe.pc_tools.predictions import (
     registered_configurations,
 )
 
-PROG = "python -m recipe.pc.plan"
-COMMANDS = ("predict", "check", "sources")
+PROG = "python -m recipe.pc_tools.plan"
 # The simulator's defaults: --simulate-warmup and --simulate-runs other than these are "set" (and need --simulate).
 SIMULATE_WARMUP, SIMULATE_RUNS = (inspect.signature(simulate).parameters[p].default for p in ("warmup", "runs"))
 
@@ -258,22 +252,21 @@ def _window_option(parser: argparse.ArgumentParser) -> argparse.Action:
     )
 
 
-def _measured_option(parser: argparse.ArgumentParser, required: bool) -> argparse.Action:
+def _measured_option(parser: argparse.ArgumentParser) -> argparse.Action:
     return parser.add_argument(
         "--measured",
         action="append",
         type=measured_arg,
-        required=required,
-        default=None if required else [],
+        required=True,
         metavar="KIND=METRICS",
         help="compare with a run's log: KIND grpo, dapo or pc:P+C (repeatable)",
     )
 
 
-def _sources_options(parser: argparse.ArgumentParser, table_flags: tuple[str, ...]) -> list[argparse.Action]:
+def _sources_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     return [
         parser.add_argument(
-            *table_flags,
+            "--table",
             dest="table",
             action="store_true",
             help="per window: pass rates per data source (the default unless --histogram is given)",
@@ -282,22 +275,9 @@ def _sources_options(parser: argparse.ArgumentParser, table_flags: tuple[str, ..
     ]
 
 
-@dataclass
-class Parsers:
-    main: argparse.ArgumentParser  # with the commands
-    commands: dict[str, argparse.ArgumentParser]
-    dests: dict[str, set[str]]  # each command's options
-    legacy: argparse.ArgumentParser  # the form without a command: every option at once, --by-source
-
-
-def build_parsers() -> Parsers:
-    summary = __doc__.split("\n\n")[0]
-    main = argparse.ArgumentParser(
-        prog=PROG,
-        description=summary,
-        epilog="Without a command the old form is read: --measured means check, --by-source or --histogram means "
-        "sources (--by-source is --table), anything else predict.",
-    )
+def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The parser with the commands, and each command's parser."""
+    main = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     sub = main.add_subparsers(dest="command", required=True, metavar="COMMAND")
     helps = {
         "predict": "the cost model's prediction for GRPO, DAPO and PC splits, and a recommendation",
@@ -305,20 +285,16 @@ def build_parsers() -> Parsers:
         "sources": "per-prompt pass rates per data source: a table, a histogram",
     }
     commands = {name: sub.add_parser(name, help=text, description=text) for name, text in helps.items()}
-    groups = {
-        "predict": [*_dump_options(commands["predict"]), *_model_options(commands["predict"])],
-        "check": [*_dump_options(commands["check"]), *_model_options(commands["check"])],
-        "sources": [*_dump_options(commands["sources"]), _window_option(commands["sources"])],
-    }
-    groups["predict"] += _predict_options(commands["predict"])
-    groups["check"] += [_measured_option(commands["check"], True), _window_option(commands["check"])]
-    groups["sources"] += _sources_options(commands["sources"], ("--table", "--by-source"))
-    legacy = argparse.ArgumentParser(prog=PROG, description=f"{summary} (the form without a command)")
-    for add_options in (_dump_options, _model_options, _predict_options, _window_option):
-        add_options(legacy)
-    _measured_option(legacy, False)
-    _sources_options(legacy, ("--by-source",))
-    return Parsers(main, commands, {name: {a.dest for a in actions} for name, actions in groups.items()}, legacy)
+    for name in ("predict", "check"):
+        _dump_options(commands[name])
+        _model_options(commands[name])
+    _predict_options(commands["predict"])
+    _measured_option(commands["check"])
+    _window_option(commands["check"])
+    _dump_options(commands["sources"])
+    _window_option(commands["sources"])
+    _sources_options(commands["sources"])
+    return main, commands
 
 
 def _check_predict(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -342,38 +318,12 @@ def _check_predict(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error("--per-step predicts step by step; the simulator runs on pooled rates: use one")
 
 
-def _legacy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
-    """The command an old command line means; the combinations it refused are refused with its messages."""
-    shows_rates = args.table or args.histogram
-    if args.sources and shows_rates:
-        parser.error("--sources selects prompts for the prediction; --by-source already splits them")
-    if args.measured and shows_rates:
-        parser.error("--measured makes its own table; run --by-source/--histogram separately")
-    _check_predict(parser, args)
-    if args.per_step and shows_rates:
-        parser.error("--per-step is for predictions; --by-source/--histogram show pass rates")
-    if args.train_prompts is not None and (args.measured or shows_rates):
-        parser.error(
-            f"--train-prompts {args.train_prompts}: for predictions (not with --measured, --by-source or --histogram)"
-        )
-    if args.window is not None and not (args.measured or shows_rates):
-        parser.error("--window applies to --measured, --by-source and --histogram only")
-    return "sources" if shows_rates else "check" if args.measured else "predict"
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command and its options; a command line without a command is mapped onto one (see the module doc)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parsers = build_parsers()
-    if not argv or argv[0] in (*COMMANDS, "-h", "--help"):
-        args = parsers.main.parse_args(argv)
-    else:
-        old = parsers.legacy.parse_args(argv)
-        command = _legacy_command(parsers.legacy, old)
-        # What the old form left unread in this mode (e.g. --pc with --by-source) is dropped, as it was ignored.
-        args = argparse.Namespace(command=command, **{dest: getattr(old, dest) for dest in parsers.dests[command]})
+    """The command and its options."""
+    main, commands = build_parsers()
+    args = main.parse_args(sys.argv[1:] if argv is None else list(argv))
     if args.command == "predict":
-        _check_predict(parsers.commands["predict"], args)
+        _check_predict(commands["predict"], args)
     if args.command == "sources" and not args.histogram:
         args.table = True
     return args

@@ -376,7 +376,7 @@ def test_every_import_of_the_tests_is_declared_with_the_test_extra():
 
 
 def test_the_report_folder_is_git_ignored():
-    # python -m recipe.pc.report writes report/ under the working directory by default (its --out).
+    # python -m recipe.pc_tools.report writes report/ under the working directory by default (its --out).
     from recipe.pc_tools.report import DEFAULT_OUT
 
     with open(os.path.join(ROOT, ".gitignore")) as f:

@@ -97,6 +97,15 @@ def test_no_module_of_recipe_imports_itself_through_others():
     assert circles(import_graph(modules())) == []
 
 
+def test_the_plugin_never_imports_the_tools():
+    arrows = {
+        module: sorted(t for t in targets if t.startswith("recipe.pc_tools"))
+        for module, targets in import_graph(modules()).items()
+        if module == "recipe.pc" or module.startswith("recipe.pc.")
+    }
+    assert {module: targets for module, targets in arrows.items() if targets} == {}
+
+
 def test_the_check_finds_a_circle_and_ignores_imports_for_type_checkers_alone(tmp_path):
     known = {}
     for name, text in {
