@@ -55,7 +55,7 @@ esac
 GRADER_OVERRIDE=()
 [ -n "${GRADER:-}" ] && GRADER_OVERRIDE=("++reward.custom_reward_function.reward_kwargs.grader=$GRADER")
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-# Named by the start-up checks when a data file is missing (recipe/pc/main_pc.py).
+# Named by the start-up checks when a data file is missing (recipe/pc/startup_checks.py).
 export PC_DATA_HINT="write them with: DATA_DIR=$DATA_DIR bash $REPO/data/e2e_process_data.sh"
 
 MAX_PROMPT_LENGTH=2048

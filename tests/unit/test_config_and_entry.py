@@ -8,9 +8,9 @@ from omegaconf import OmegaConf
 from support import compose_pc_config, write_parquet_rows
 from support import valid_overrides as passing_overrides
 
-from recipe.pc.main_pc import preflight
 from recipe.pc.parallel import check_parallel_sizes
 from recipe.pc.settings import PCConfigError, PCSettings
+from recipe.pc.startup_checks import preflight
 
 PC_KEYS = [
     "data.gen_batch_size",
@@ -257,7 +257,7 @@ def test_preflight_reports_every_failure_and_notes_an_unchecked_hub_id(valid_ove
 def test_hub_model_check_counts_a_cached_copy_and_explains_a_missing_one(tmp_path, monkeypatch):
     import huggingface_hub.constants
 
-    from recipe.pc.main_pc import hub_model_problem
+    from recipe.pc.startup_checks import hub_model_problem
 
     # What HF_HUB_OFFLINE=1 and HF_HOME=tmp_path give a fresh process (huggingface_hub reads them on import).
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
