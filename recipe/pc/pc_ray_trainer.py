@@ -229,7 +229,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
     def _train_step(self, step: StepState) -> bool:
         """Assemble, update, validate and log one step; True when it was the last."""
         is_last_step = self.allocator.is_last_step(
-            self.global_steps, self.counters.total_sampling_rounds, self.total_training_steps
+            self.global_steps, self.counters.gen_round, self.total_training_steps
         )
         with marked_timer("step", step.timing):
             # Replicas stay awake across the rounds of a step (a sleeping replica cannot generate); they
@@ -303,7 +303,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
                 m.GLOBAL_STEP: self.global_steps,
                 m.EPOCH: c.epoch,
                 m.TOTAL_CONSUMED_PROMPTS: c.total_consumed_prompts,
-                m.TOTAL_SAMPLING_ROUNDS: c.total_sampling_rounds,
+                m.TOTAL_SAMPLING_ROUNDS: c.gen_round,
                 m.NUM_EVICTED_PROMPTS: len(getattr(self.train_dataset, "evicted_ids", ())),
             }
         )

@@ -167,16 +167,19 @@ class RunCounters:
     """Running totals of a run, saved in checkpoints."""
 
     epoch: int = 0
-    gen_round: int = 0  # rounds since the start of training; part of each pilot uid
+    gen_round: int = 0  # generation rounds since the start of training (logged as total_sampling_rounds); in uids
     cumulative_rollouts: int = 0
     cumulative_trained_rollouts: int = 0
     total_consumed_prompts: int = 0
-    total_sampling_rounds: int = 0
 
     def state_dict(self) -> dict:
         return asdict(self)
 
     def load_state_dict(self, state: dict) -> None:
+        state = dict(state)
+        # States written before there was one round counter also hold the same count as total_sampling_rounds.
+        if "total_sampling_rounds" in state and state.pop("total_sampling_rounds") != state.get("gen_round"):
+            raise ValueError("its round counters gen_round and total_sampling_rounds differ, as no trainer wrote them")
         known = {f.name for f in fields(self)}
         for name, value in state.items():
             if name not in known:
@@ -226,7 +229,6 @@ class StepLoop:
         filter sees the result. ``timer(name)`` times generation and absorb."""
         counters = self.counters
         counters.gen_round += 1
-        counters.total_sampling_rounds += 1
         counters.total_consumed_prompts += len(prompts)
         state.rounds += 1
         prompts.non_tensor_batch["uid"] = round_uids(counters.gen_round, prompts.non_tensor_batch["index"])

@@ -283,6 +283,19 @@ def test_a_version_1_state_still_resumes(tmp_path, tokenizer, fixture):
     assert trainer._pc_state_summary() == expected["summary"]
 
 
+def test_a_state_with_both_round_counters_loads_into_the_one_and_is_refused_when_they_differ():
+    """States written before the trainer kept one round counter hold gen_round and total_sampling_rounds."""
+    from recipe.pc.step import RunCounters
+
+    saved = torch.load(os.path.join(FIXTURES, "state_v1", ckpt.STATE_FILE), weights_only=True)["counters"]
+    counters = RunCounters()
+    counters.load_state_dict(saved)
+    assert counters.gen_round == saved["gen_round"] == saved["total_sampling_rounds"] == 7
+    assert "total_sampling_rounds" not in counters.state_dict()
+    with pytest.raises(ValueError, match="^its round counters gen_round and total_sampling_rounds differ"):
+        RunCounters().load_state_dict({**saved, "total_sampling_rounds": 8})
+
+
 def test_a_state_of_another_allocator_is_refused_before_any_step(tmp_path, tokenizer):
     fit(tmp_path, tokenizer, 2, ["trainer.save_freq=2"])
     err = resume_fails(
