@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from verl import DataProto
 
-from recipe.pc.allocation import GroupStats, PilotVerdict
+from recipe.pc.allocation import GroupStats, GroupVerdict
 from recipe.pc.compact import Segment
 from recipe.pc.errors import PCConfigError
 
@@ -74,7 +74,7 @@ class Verdict:
     every group and names those a spread filter would keep); the cost model's filter pass rate counts them.
     """
 
-    verdict: PilotVerdict
+    verdict: GroupVerdict
     values: np.ndarray
     filter_passed: np.ndarray | None = None
 

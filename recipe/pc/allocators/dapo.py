@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recipe.pc.allocation import PilotVerdict, classify_by_spread
+from recipe.pc.allocation import GroupVerdict, classify_by_spread
 from recipe.pc.allocators.base import register
 from recipe.pc.allocators.grpo import GRPOAllocator
 
@@ -24,7 +24,7 @@ class DAPOAllocator(GRPOAllocator):
     keeps_partial_batch_at_epoch_end = True
     one_round_a_step = False  # it filters, so a step may take several rounds of any size
 
-    def verdict(self, prompt_ids: np.ndarray, values: np.ndarray) -> PilotVerdict:
+    def verdict(self, prompt_ids: np.ndarray, values: np.ndarray) -> GroupVerdict:
         return classify_by_spread(prompt_ids, values)
 
     def is_last_step(self, global_steps: int, sampling_rounds: int, total_training_steps: int) -> bool:

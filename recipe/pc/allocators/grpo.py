@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from verl import DataProto
 
-from recipe.pc.allocation import PilotVerdict, classify_by_spread, group_rows
+from recipe.pc.allocation import GroupVerdict, classify_by_spread, group_rows
 from recipe.pc.allocators.base import (
     GROUP,
     Allocator,
@@ -72,10 +72,10 @@ class GRPOAllocator(Allocator):
         result.segments = [Segment(rows, index) if self.one_round_a_step else Segment(rows.select_idxs(index))]
         return result
 
-    def verdict(self, prompt_ids: np.ndarray, values: np.ndarray) -> PilotVerdict:
+    def verdict(self, prompt_ids: np.ndarray, values: np.ndarray) -> GroupVerdict:
         """Which groups train: all of them; the zero-spread ones are still reported."""
         spread = classify_by_spread(prompt_ids, values)
-        return PilotVerdict(
+        return GroupVerdict(
             stats=spread.stats,
             passed=np.ones_like(spread.passed),
             too_correct=spread.too_correct,

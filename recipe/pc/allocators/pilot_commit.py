@@ -24,7 +24,7 @@ from verl import DataProto
 from recipe.pc import checkpoint as ckpt
 from recipe.pc import metric_names as m
 from recipe.pc.allocation import (
-    PilotVerdict,
+    GroupVerdict,
     classify_pilot,
     commit_size,
     group_rows,
@@ -291,7 +291,7 @@ class PilotCommitAllocator(Allocator):
         if flat.any():  # the prompts decided here; the others are counted once their pilot is complete
             out = subset_stats(stats, flat)
             no = np.zeros(int(flat.sum()), dtype=bool)
-            verdict = PilotVerdict(out, passed=no, too_correct=out.mean > 0, too_incorrect=out.mean <= 0, evict=no)
+            verdict = GroupVerdict(out, passed=no, too_correct=out.mean > 0, too_incorrect=out.mean <= 0, evict=no)
             result.verdicts.append(Verdict(verdict, values[group_rows(out.first_row, screen_n)]))
             result.screened_out += int(flat.sum())
         mixed = stats.first_row[~flat]
