@@ -13,8 +13,8 @@ level 5 never is. ``--mix spread`` (levels 2, 3, 4, 6, 7, 8, 9) was a first gues
 per-prompt pass rates spread over (0, 1); the GRPO runs of docs/results/regimes/ showed levels 7-9 still
 unsolved by 77-87% of their prompts at steps 21-30, so half the prompts stayed at 0. ``--mix calibrated``
 (levels 2, 3, 4, 6) keeps the levels with fewer than half their prompts at 0 in those training-split
-dumps (0.10, 0.49, 0.34 and 0.16 in seed 1's steps 21-30; ``python -m recipe.pc.plan DUMP --window 10
---by-source``); validation accuracy was not used. It has not been trained on yet.
+dumps (0.10, 0.49, 0.34 and 0.16 in seed 1's steps 21-30; ``python -m recipe.pc_tools.plan sources DUMP
+--window 10``); validation accuracy was not used. It has not been trained on yet.
 
     python data/process_arithmetic.py --out_dir $DATA_DIR/arithmetic --levels 1 2 --train 160 --test 32
 

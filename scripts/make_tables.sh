@@ -4,7 +4,7 @@
 # REGIMES_OUT=DIR writes them under DIR instead (tests/docs/test_regime_tables.py checks the committed ones that way).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Every `python -m recipe.pc.plan` and `python -m recipe.pc.report` below runs in one Python process, the coprocess
+# Every `python -m recipe.pc_tools.plan` and `python -m recipe.pc_tools.report` below runs in one Python process, the coprocess
 # TOOLS: a process per call imported torch and verl each time (~5 s), most of the script's minutes. Each call keeps
 # its own arguments, exit status and standard output (through the file $TOOLS_OUT); other `python` commands run as
 # they are.
@@ -43,7 +43,7 @@ exec {TOOLS_REQUESTS}>&"${TOOLS[1]}" {TOOLS_REPLIES}<&"${TOOLS[0]}"
 TOOLS_OUT=$(mktemp)
 trap 'rm -f "$TOOLS_OUT"' EXIT
 python() {
-  if [ "$1" != -m ] || { [ "$2" != recipe.pc.plan ] && [ "$2" != recipe.pc.report ]; }; then
+  if [ "$1" != -m ] || { [ "$2" != recipe.pc_tools.plan ] && [ "$2" != recipe.pc_tools.report ]; }; then
     command python "$@"
     return
   fi
@@ -72,7 +72,7 @@ MEANS=training/num_gen_batches,actor/grad_norm,actor/ppo_kl,actor/pg_clipfrac,ac
 costmodel() {
   local out=$1 dump=$2 b=$3 g=$4 split=$5
   shift 5
-  python -m recipe.pc.plan "$dump" --train-batch-size "$b" --gen-batch-size "$g" --pc "$split" --window 10 "$@" >>"$out"
+  python -m recipe.pc_tools.plan check "$dump" --train-batch-size "$b" --gen-batch-size "$g" --pc "$split" --window 10 "$@" >>"$out"
   echo >>"$out"
 }
 # Accuracy against generated rollouts, seeds aggregated. pc4x12_spread_s2 of batch 2 stopped at step 2 and is left
@@ -80,16 +80,16 @@ costmodel() {
 # batch 11, seed 2 from batch 18 ($N).
 # values_table.md: each run's rounds at step 1, when PC's buffer is empty, and its epoch at steps 1 and 30.
 STEP1="--values training/num_gen_batches,training/epoch --value-steps 1,30"
-python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 $G16 $STEP1 --out $R/default \
+python -m recipe.pc_tools.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 $G16 $STEP1 --out $R/default \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_default_s1/metrics.jsonl pc4x12_s2=$D/pc4x12_default_s2/metrics.jsonl \
   pc4x12ref_s1=$F/pc4x12ref_default_s1/metrics.jsonl pc4x12ref_s2=$N/pc4x12ref_default_s2/metrics.jsonl >/dev/null
-python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 $G16 $STEP1 --out $R/spread \
+python -m recipe.pc_tools.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,30 $G16 $STEP1 --out $R/spread \
   grpo16_s1=$D/grpo16_spread_s1/metrics.jsonl grpo16_s2=$D/grpo16_spread_s2/metrics.jsonl \
   pc4x12_s1=$D/pc4x12_spread_s1/metrics.jsonl pc4x12_s2=$F/pc4x12_spread_s2/metrics.jsonl >/dev/null
 for mix in default spread; do
   # Per-prompt pass rates of the GRPO run (seed 1) by data source, per 10 steps, and their histogram.
-  python -m recipe.pc.plan $D/grpo16_${mix}_s1/dump --window 10 --by-source \
+  python -m recipe.pc_tools.plan sources $D/grpo16_${mix}_s1/dump --window 10 --table \
     --histogram $R/pass_rates_grpo16_${mix}_s1.png >$R/$mix/pass_rates_by_source.md
   # The cost model fed with the GRPO run's pass rates (same mix and seed), against the PC run's log.
   : >$R/$mix/costmodel_vs_measured.md
@@ -106,21 +106,21 @@ costmodel $R/default/costmodel_vs_measured.md $D/grpo16_default_s2/dump 32 96 4+
   --measured pc:4+12=$N/pc4x12ref_default_s2/metrics.jsonl
 # The warm-up: steps 2-10 only (step 1 starts with an empty buffer, which the steady-state model leaves out).
 echo "Steps 2-10 only (without the warm-up step):" >>$R/default/costmodel_vs_measured.md
-python -m recipe.pc.plan $D/grpo16_default_s1/dump --steps 2:10 --train-batch-size 32 --gen-batch-size 96 --pc 4+12 \
+python -m recipe.pc_tools.plan check $D/grpo16_default_s1/dump --steps 2:10 --train-batch-size 32 --gen-batch-size 96 --pc 4+12 \
   --measured pc:4+12=$D/pc4x12_default_s1/metrics.jsonl >>$R/default/costmodel_vs_measured.md
 
 # Batch 3 (2026-11-26c): groups of 64 on the default mix. PC 8+56 and 4+60 were stopped at steps 4-6 there
 # (launch.log) and ran again, to step 30, in batch 15 (2026-11-27c; its four GRPO n=16 riders were stopped at step 10
 # to give the groups-of-64 runs their GPUs, launch.log: no table uses them). PC 16+48 with a screen of 4, both seeds,
 # ran in batch 16 (2026-11-27d). The target is the peak of GRPO n=64's mean curve (the PC runs' group size).
-python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,20,30 $G64 --out $R/default_g64 \
+python -m recipe.pc_tools.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,20,30 $G64 --out $R/default_g64 \
   grpo64_s1=$C/grpo64_default_s1/metrics.jsonl grpo64_s2=$C/grpo64_default_s2/metrics.jsonl \
   pc16x48_s1=$C/pc16x48_default_s1/metrics.jsonl pc16x48_s2=$C/pc16x48_default_s2/metrics.jsonl \
   pc8x56_s1=$J/pc8x56_default_s1/metrics.jsonl pc8x56_s2=$J/pc8x56_default_s2/metrics.jsonl \
   pc4x60_s1=$J/pc4x60_default_s1/metrics.jsonl pc4x60_s2=$J/pc4x60_default_s2/metrics.jsonl \
   pc16x48screen4_s1=$K/pc16x48screen4_default_s1/metrics.jsonl \
   pc16x48screen4_s2=$K/pc16x48screen4_default_s2/metrics.jsonl >/dev/null
-python -m recipe.pc.plan $C/grpo64_default_s1/dump --window 10 --by-source \
+python -m recipe.pc_tools.plan sources $C/grpo64_default_s1/dump --window 10 --table \
   --histogram $R/pass_rates_grpo64_default_s1.png >$R/default_g64/pass_rates_by_source.md
 : >$R/default_g64/costmodel_vs_measured.md
 for seed in 1 2; do
@@ -130,23 +130,23 @@ for seed in 1 2; do
 done
 # The predictions made before batch 3 ran (README), from the groups-of-16 GRPO dumps, steps 11-30.
 for seed in 1 2; do
-  python -m recipe.pc.plan $D/grpo16_default_s$seed/dump --steps 11:30 --group-size 64 --train-batch-size 12 \
+  python -m recipe.pc_tools.plan predict $D/grpo16_default_s$seed/dump --steps 11:30 --group-size 64 --train-batch-size 12 \
     --gen-batch-size 36 --pc 16+48,8+56,4+60 >$R/default_g64/preregistered_predictions_s$seed.md
 done
 # Batch 4a (2026-11-26d, 2 GPUs): groups of 16 on the calibrated mix, GRPO, PC 4+12 and DAPO (DAPO seed 1 from batch
 # 11). Target: the peak of GRPO n=16's mean curve.
 mkdir -p $R/calibrated
-python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,15,20,25,30 $G16 --out $R/calibrated \
+python -m recipe.pc_tools.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,15,20,25,30 $G16 --out $R/calibrated \
   grpo16_s1=$E/grpo16_calibrated_s1/metrics.jsonl grpo16_s2=$E/grpo16_calibrated_s2/metrics.jsonl \
   pc4x12_s1=$E/pc4x12_calibrated_s1/metrics.jsonl pc4x12_s2=$E/pc4x12_calibrated_s2/metrics.jsonl \
   dapo16_s1=$F/dapo16_calibrated_s1/metrics.jsonl dapo16_s2=$E/dapo16_calibrated_s2/metrics.jsonl >/dev/null
 # dapo16_calibrated_s1's two runs of one line (batch 4a to step 29, batch 11), side by side against the same target:
 # how far one configuration and seed drifts between runs (README, "A seed fixes the data order, not the run").
 target=$(python -c "import csv; print(next(csv.DictReader(open('$R/calibrated/seeds_table.csv')))['target'])")
-python -m recipe.pc.report --target "$target" --baseline dapo16_s1_batch11 --at-steps 0,5,10,15,20,25 \
+python -m recipe.pc_tools.report --target "$target" --baseline dapo16_s1_batch11 --at-steps 0,5,10,15,20,25 \
   --values training/num_gen_batches --value-steps 1,2,3,4 --no-plot --out $R/calibrated_dapo_rerun \
   dapo16_s1_batch4a=$E/dapo16_calibrated_s1/metrics.jsonl dapo16_s1_batch11=$F/dapo16_calibrated_s1/metrics.jsonl >/dev/null
-python -m recipe.pc.plan $E/grpo16_calibrated_s1/dump --window 10 --by-source \
+python -m recipe.pc_tools.plan sources $E/grpo16_calibrated_s1/dump --window 10 --table \
   --histogram $R/pass_rates_grpo16_calibrated_s1.png >$R/calibrated/pass_rates_by_source.md
 # The cost model fed with the GRPO run's pass rates (same mix and seed), against the PC and DAPO runs' logs.
 : >$R/calibrated/costmodel_vs_measured.md
@@ -159,24 +159,24 @@ done
 # (steps 11-30) restricted to the calibrated mix's levels, groups of 16 and of 64.
 for seed in 1 2; do
   calibrated="--steps 11:30 --sources arith_l2,arith_l3,arith_l4,arith_l6"
-  python -m recipe.pc.plan $D/grpo16_spread_s$seed/dump $calibrated --pc 4+12 >$R/calibrated/preregistered_g16_s$seed.md
-  python -m recipe.pc.plan $D/grpo16_spread_s$seed/dump $calibrated --group-size 64 --train-batch-size 12 \
+  python -m recipe.pc_tools.plan predict $D/grpo16_spread_s$seed/dump $calibrated --pc 4+12 >$R/calibrated/preregistered_g16_s$seed.md
+  python -m recipe.pc_tools.plan predict $D/grpo16_spread_s$seed/dump $calibrated --group-size 64 --train-batch-size 12 \
     --gen-batch-size 36 --pc 16+48,8+56,4+60 >$R/calibrated/preregistered_g64_s$seed.md
 done
 # Predictions for groups of 64 on the calibrated mix (batch 6 and PC 8+56/4+60 there), made after batch 4a and
 # before those runs: batch 4a's GRPO n=16 dumps of the calibrated mix, steps 11-30.
 for seed in 1 2; do
-  python -m recipe.pc.plan $E/grpo16_calibrated_s$seed/dump --steps 11:30 --group-size 64 --train-batch-size 12 \
+  python -m recipe.pc_tools.plan predict $E/grpo16_calibrated_s$seed/dump --steps 11:30 --group-size 64 --train-batch-size 12 \
     --gen-batch-size 36 --pc 16+48,8+56,4+60 >$R/calibrated/preregistered_g64_from_4a_s$seed.md
 done
 # Predictions for the allocator stages (batches 7 and 8), made before any run: screening and PODS down-sampling
 # (the analytic model; skipping is simulated further down), from the default mix's GRPO dumps, steps 11-30.
 for seed in 1 2; do
   g16="$D/grpo16_default_s$seed/dump --steps 11:30 --pc 4+12"
-  { python -m recipe.pc.plan $g16; python -m recipe.pc.plan $g16 --screen-n 2; python -m recipe.pc.plan $g16 --downsample-n 24
-    python -m recipe.pc.plan $g16 --downsample-n 32; } >$R/default/preregistered_stages_s$seed.md
+  { python -m recipe.pc_tools.plan predict $g16; python -m recipe.pc_tools.plan predict $g16 --screen-n 2; python -m recipe.pc_tools.plan predict $g16 --downsample-n 24
+    python -m recipe.pc_tools.plan predict $g16 --downsample-n 32; } >$R/default/preregistered_stages_s$seed.md
   g64="$C/grpo64_default_s$seed/dump --steps 11:30 --group-size 64 --train-batch-size 12 --gen-batch-size 36 --pc 16+48"
-  { python -m recipe.pc.plan $g64; python -m recipe.pc.plan $g64 --screen-n 4; } \
+  { python -m recipe.pc_tools.plan predict $g64; python -m recipe.pc_tools.plan predict $g64 --screen-n 4; } \
     >$R/default_g64/preregistered_stages_s$seed.md
 done
 # The same comparisons with --per-step (each step predicted from that step's GRPO pass rates, then averaged), a
@@ -210,14 +210,14 @@ costmodel $R/default/costmodel_per_step.md $D/grpo16_default_s2/dump 32 96 4+12 
 # step.
 CAL64=("" $F $G)  # the folder of grpo64_calibrated_s<seed> and pc16x48_calibrated_s<seed>
 mkdir -p $R/calibrated_g64
-python -m recipe.pc.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,15,20,25,30 $G64 --out $R/calibrated_g64 \
+python -m recipe.pc_tools.report --seeds --equal-accuracy --means $MEANS --at-steps 5,10,15,20,25,30 $G64 --out $R/calibrated_g64 \
   grpo64_s1=$F/grpo64_calibrated_s1/metrics.jsonl grpo64_s2=$G/grpo64_calibrated_s2/metrics.jsonl \
   pc16x48_s1=$F/pc16x48_calibrated_s1/metrics.jsonl pc16x48_s2=$G/pc16x48_calibrated_s2/metrics.jsonl \
   pc8x56_s1=$G/pc8x56_calibrated_s1/metrics.jsonl pc8x56_s2=$G/pc8x56_calibrated_s2/metrics.jsonl \
   pc4x60_s1=$H/pc4x60_calibrated_s1/metrics.jsonl pc4x60_s2=$H/pc4x60_calibrated_s2/metrics.jsonl \
   pc16x48screen4_s1=$H/pc16x48screen4_calibrated_s1/metrics.jsonl \
   pc16x48screen4_s2=$K/pc16x48screen4_calibrated_s2/metrics.jsonl >/dev/null
-python -m recipe.pc.plan $F/grpo64_calibrated_s1/dump --window 10 --by-source \
+python -m recipe.pc_tools.plan sources $F/grpo64_calibrated_s1/dump --window 10 --table \
   --histogram $R/pass_rates_grpo64_calibrated_s1.png >$R/calibrated_g64/pass_rates_by_source.md
 : >$R/calibrated_g64/costmodel_vs_measured.md
 : >$R/calibrated_g64/costmodel_per_step.md
@@ -249,24 +249,24 @@ done
 # seed 2 and PC 8+56 on the calibrated mix after them).
 whole="--per-step --group-size 64 --train-batch-size 12 --gen-batch-size 36 --pc 16+48,8+56,4+60"
 for seed in 1 2; do
-  python -m recipe.pc.plan $C/grpo64_default_s$seed/dump $whole >$R/default_g64/preregistered_whole_run_s$seed.md
+  python -m recipe.pc_tools.plan predict $C/grpo64_default_s$seed/dump $whole >$R/default_g64/preregistered_whole_run_s$seed.md
 done
-python -m recipe.pc.plan $F/grpo64_calibrated_s1/dump $whole >$R/calibrated_g64/preregistered_whole_run_from_s1.md
+python -m recipe.pc_tools.plan predict $F/grpo64_calibrated_s1/dump $whole >$R/calibrated_g64/preregistered_whole_run_from_s1.md
 # Made after batch 13, before batch 14 and batch 8's default-mix half: PC 4+60 and PC 16+48 with a screen of 4 on
 # the calibrated mix from each seed's own GRPO n=64 dump (both ran by then), and the screen of 4 on the default mix.
 g64="--per-step --group-size 64 --train-batch-size 12 --gen-batch-size 36"
 for seed in 1 2; do
-  { python -m recipe.pc.plan ${CAL64[$seed]}/grpo64_calibrated_s$seed/dump $g64 --pc 4+60
-    python -m recipe.pc.plan ${CAL64[$seed]}/grpo64_calibrated_s$seed/dump $g64 --pc 16+48 --screen-n 4
+  { python -m recipe.pc_tools.plan predict ${CAL64[$seed]}/grpo64_calibrated_s$seed/dump $g64 --pc 4+60
+    python -m recipe.pc_tools.plan predict ${CAL64[$seed]}/grpo64_calibrated_s$seed/dump $g64 --pc 16+48 --screen-n 4
   } >$R/calibrated_g64/preregistered_batch14_s$seed.md
-  python -m recipe.pc.plan $C/grpo64_default_s$seed/dump $g64 --pc 16+48 --screen-n 4 \
+  python -m recipe.pc_tools.plan predict $C/grpo64_default_s$seed/dump $g64 --pc 16+48 --screen-n 4 \
     >$R/default_g64/preregistered_screen4_whole_run_s$seed.md
 done
 # Is the generation batch a lever? The same per-step model over G = 12 to 48 prompts a round (1 to 4 x the 12 trained).
 for seed in 1 2; do
   rows='^\| conf|^\|---|^\| PC'  # the table's header once, then the PC rows of each G
   for gen in 12 18 24 36 48; do
-    python -m recipe.pc.plan ${CAL64[$seed]}/grpo64_calibrated_s$seed/dump --per-step --group-size 64 \
+    python -m recipe.pc_tools.plan predict ${CAL64[$seed]}/grpo64_calibrated_s$seed/dump --per-step --group-size 64 \
       --train-batch-size 12 --gen-batch-size $gen --pc 16+48,8+56,4+60 | grep -E "$rows"
     rows='^\| PC'
   done >$R/calibrated_g64/gen_batch_grid_s$seed.md
@@ -277,7 +277,7 @@ for seed in 1 2; do
   for mix in default calibrated; do
     dump=$C/grpo64_default_s$seed/dump
     [ $mix = default ] || dump=${CAL64[$seed]}/grpo64_calibrated_s$seed/dump
-    python -m recipe.pc.plan $dump --per-step --group-size 64 --train-batch-size 12 --gen-batch-size 36 \
+    python -m recipe.pc_tools.plan predict $dump --per-step --group-size 64 --train-batch-size 12 --gen-batch-size 36 \
       --pc 8+56,4+60,2+62 >$R/${mix}_g64/pilot_size_s$seed.md
   done
 done
@@ -285,21 +285,21 @@ done
 # mix's GRPO n=16 dumps, steps 1-30, made before batch 13 ran some of them.
 for seed in 1 2; do
   g16="$D/grpo16_default_s$seed/dump --per-step --pc 4+12"
-  { python -m recipe.pc.plan $g16; python -m recipe.pc.plan $g16 --screen-n 2; python -m recipe.pc.plan $g16 --downsample-n 24
-    python -m recipe.pc.plan $g16 --downsample-n 32; } >$R/default/preregistered_stages_whole_run_s$seed.md
+  { python -m recipe.pc_tools.plan predict $g16; python -m recipe.pc_tools.plan predict $g16 --screen-n 2; python -m recipe.pc_tools.plan predict $g16 --downsample-n 24
+    python -m recipe.pc_tools.plan predict $g16 --downsample-n 32; } >$R/default/preregistered_stages_whole_run_s$seed.md
 done
 # Predictions for GRESO skipping (batches 7 and 9), made before those runs: the simulator, 30 steps from an empty
 # history, 20 runs pooled, with the run's number of prompts (3000, and batch 9's 480) drawn from the default mix's
 # GRPO pass rates (steps 11-30). Fixed pass rates never let a skipped prompt become solvable: optimistic.
 for seed in 1 2; do
   for prompts in 3000 480; do
-    python -m recipe.pc.plan $D/grpo16_default_s$seed/dump --steps 11:30 --pc 4+12 --simulate 30 --simulate-warmup 0 \
+    python -m recipe.pc_tools.plan predict $D/grpo16_default_s$seed/dump --steps 11:30 --pc 4+12 --simulate 30 --simulate-warmup 0 \
       --simulate-runs 20 --prompts $prompts --skip | sed -n '/^simulated/,/^$/p'
   done >$R/default/preregistered_skip_s$seed.md
 done
 # Past 30 steps on 480 prompts (seed 1's rates): steps 31-60 and 61-90, where PC with skipping starves (README).
 for warmup in 30 60; do
-  python -m recipe.pc.plan $D/grpo16_default_s1/dump --steps 11:30 --pc 4+12 --simulate 30 --simulate-warmup $warmup \
+  python -m recipe.pc_tools.plan predict $D/grpo16_default_s1/dump --steps 11:30 --pc 4+12 --simulate 30 --simulate-warmup $warmup \
     --simulate-runs 10 --prompts 480 --skip | sed -n '/^simulated/,/^$/p'
 done >$R/default/skip_after_30_steps_s1.md
 # The first ten steps of batch 4a one by one (the warm-up): GRPO's pass rates, and PC's and DAPO's rounds and rates
@@ -308,12 +308,12 @@ done >$R/default/skip_after_30_steps_s1.md
 for seed in 1 2; do
   { echo "Seed $seed: GRPO n=16's per-prompt pass rates, step by step (all sources)."
     echo
-    python -m recipe.pc.plan $E/grpo16_calibrated_s$seed/dump --steps 1:10 --window 1 --by-source \
+    python -m recipe.pc_tools.plan sources $E/grpo16_calibrated_s$seed/dump --steps 1:10 --window 1 --table \
       | grep -E '^\| steps |^\|---|\| all \|'
     echo
     echo "Seed $seed: PC 4+12 and DAPO n=16 against the per-step model."
     echo
-    python -m recipe.pc.plan $E/grpo16_calibrated_s$seed/dump --steps 1:10 --window 1 --per-step \
+    python -m recipe.pc_tools.plan check $E/grpo16_calibrated_s$seed/dump --steps 1:10 --window 1 --per-step \
       --train-batch-size 32 --gen-batch-size 96 --pc 4+12 --measured pc:4+12=$E/pc4x12_calibrated_s$seed/metrics.jsonl \
       --measured dapo=${CAL_DAPO[$seed]}/dapo16_calibrated_s$seed/metrics.jsonl
     echo; } >>$R/calibrated/first_steps.md
@@ -327,7 +327,7 @@ done
 # the sums (sums_table.md): each run's rounds, skipped prompts and generated rollouts before and from step 18, the
 # earliest a prompt comes back on 3,000 prompts.
 mkdir -p $R/default_stages
-python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 0,5,10,15,20,25,30 $G16 \
+python -m recipe.pc_tools.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 0,5,10,15,20,25,30 $G16 \
   --sums training/num_gen_batches,filtering_stats/skipped_count,rollout_stats/num_rollouts_sample \
   --sum-steps 1:17,18:30,1:30 --values filtering_stats/skipped_count,filtering_stats/skip_p_easy \
   --value-steps 17,18,19,20,30 --out $R/default_stages \
@@ -357,7 +357,7 @@ done
 # and PC 4+60's seed 3. Target: the peak of those GRPO runs' mean curve. The 30-step GRPO n=64 runs of seeds 1-2
 # (batches 11 and 13: the same lines but the step count) stand beside them as a rerun of the same seeds. Accuracy at
 # equal rollouts (at GRPO's validation steps 10, 20, 30 and 35) was added after the run; it is not the test fixed before.
-python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo64t36 --means $MEANS --at-steps 5,10,15,20,25,30,35 \
+python -m recipe.pc_tools.report --seeds --equal-accuracy --baseline grpo64t36 --means $MEANS --at-steps 5,10,15,20,25,30,35 \
   --at-rollouts 7680,15360,23040,26880 \
   --out $R/calibrated_g64_t36 \
   grpo64t36_s1=$I/grpo64t36_calibrated_s1/metrics.jsonl grpo64t36_s2=$I/grpo64t36_calibrated_s2/metrics.jsonl \
@@ -379,7 +379,7 @@ costmodel $R/calibrated_g64/costmodel_per_step.md $seed3 --per-step
 # same seed's runs side by side as reruns (GRPO n=16 of batch 1 and the 40-step lines; the two ref seed 2 runs;
 # skipping runs against their twins), and the 480-prompt runs' rounds and skipped prompts in their common steps.
 target=$(python -c "import csv; print(next(csv.DictReader(open('$R/default/seeds_table.csv')))['target'])")
-python -m recipe.pc.report --target "$target" --baseline grpo16_default_s1 --at-steps 0,5,10,15 \
+python -m recipe.pc_tools.report --target "$target" --baseline grpo16_default_s1 --at-steps 0,5,10,15 \
   --sums rollout_stats/num_rollouts_sample,training/num_gen_batches,filtering_stats/skipped_count --sum-steps 1:11,1:13 \
   --values training/num_gen_batches,filtering_stats/skipped_count,exclusion_stats/dataset_size --value-steps 1,2,13 \
   --out $R/batch18_partial \
@@ -395,7 +395,7 @@ python -m recipe.pc.report --target "$target" --baseline grpo16_default_s1 --at-
 # Batch 18 whole (2026-11-27g), read by the rule written before it (README). (c) The 40-step GRPO n=16 runs set a
 # second target for the default mix's groups of 16 (the peak of their mean curve); batch 1's 30-step runs of the same
 # seeds stand beside them as reruns, with every PC run of default/ and default_stages/.
-python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16t40 --at-steps 10,15,20,25,30,35,40 \
+python -m recipe.pc_tools.report --seeds --equal-accuracy --baseline grpo16t40 --at-steps 10,15,20,25,30,35,40 \
   --at-rollouts 5120,10240,15360,20480 --out $R/default_t40 \
   grpo16t40_s1=$N/grpo16t40_default_s1/metrics.jsonl grpo16t40_s2=$N/grpo16t40_default_s2/metrics.jsonl \
   grpo16_s1=$D/grpo16_default_s1/metrics.jsonl grpo16_s2=$D/grpo16_default_s2/metrics.jsonl \
@@ -408,7 +408,7 @@ python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16t40 --at-st
 # (b) GRESO skipping on 480 of the default mix's prompts (batch 9's lines): GRPO n=16 and PC 4+12, each with and
 # without skipping, against the peak of GRPO n=16's mean curve on those prompts. The rounds, skipped prompts and
 # rollouts summed over the steps every run logged (1-13) and over 30; each run's epoch, rounds and pool at a few steps.
-python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 0,5,10,15,20,25,30 $G16 \
+python -m recipe.pc_tools.report --seeds --equal-accuracy --baseline grpo16 --means $MEANS --at-steps 0,5,10,15,20,25,30 $G16 \
   --sums training/num_gen_batches,filtering_stats/skipped_count,rollout_stats/num_rollouts_sample,training/unfilled_batch \
   --sum-steps 1:13,14:30,21:30,1:30 \
   --values training/epoch,training/num_gen_batches,training/num_prompt_in_batch,exclusion_stats/dataset_size,filtering_stats/skip_p_hard,filtering_stats/skipped_count \
@@ -419,7 +419,7 @@ python -m recipe.pc.report --seeds --equal-accuracy --baseline grpo16 --means $M
   pc4x12skip_s1=$N/pc4x12skip_default480_s1/metrics.jsonl pc4x12skip_s2=$N/pc4x12skip_default480_s2/metrics.jsonl >/dev/null
 # Per-prompt pass rates of GRPO n=16 on those prompts, by data source, over its 30 steps.
 for seed in 1 2; do
-  python -m recipe.pc.plan $N/grpo16_default480_s$seed/dump --window 30 --by-source >$R/default480/pass_rates_by_source_s$seed.md
+  python -m recipe.pc_tools.plan sources $N/grpo16_default480_s$seed/dump --window 30 --table >$R/default480/pass_rates_by_source_s$seed.md
 done
 # The cost model fed with the same seed's GRPO n=16 dump on the 480 prompts, against PC 4+12 without skipping (the
 # skipping runs have the simulator's prediction, default/preregistered_skip_s{1,2}.md).
@@ -438,7 +438,7 @@ for seed in 4 5 6 7 8; do
   PRE+=(grpo64t36_calibrated_s$seed=$P/grpo64t36_calibrated_s$seed/metrics.jsonl)
   PRE+=(pc4x60t32_calibrated_s$seed=$P/pc4x60t32_calibrated_s$seed/metrics.jsonl)
 done
-python -m recipe.pc.report --seeds --interpolate --ci --at-rollouts 9216,18432,27648 --baseline grpo64t36_calibrated \
+python -m recipe.pc_tools.report --seeds --interpolate --ci --at-rollouts 9216,18432,27648 --baseline grpo64t36_calibrated \
   --means $MEANS --out $R/prereg_pc4x60 "${PRE[@]}" >/dev/null
 # The second pre-registration (prereg-pc4x60-equal-budgets.md), read by its rule from the runs that finished all their
 # steps (t<steps> in the name), in whichever lease's folder; nothing is read until each arm has 2 finished runs.
@@ -454,7 +454,7 @@ if [ "$(printf '%s\n' "${FINISHED[@]}" | grep -c '^grpo')" -ge 2 ] && [ "$(print
   for curve in linear pchip; do
     out=$R/prereg_pc4x60_equal_budgets
     [ $curve = linear ] || out=$out/pchip
-    python -m recipe.pc.report --seeds --interpolate --ci --no-plot --baseline grpo64t36v2304_calibrated \
+    python -m recipe.pc_tools.report --seeds --interpolate --ci --no-plot --baseline grpo64t36v2304_calibrated \
       --at-rollouts 9216,18432,27648 --curve $curve --max-gap 0.15 --target 0.40 --interval studentized \
       --equivalence-margin 0.02 --out $out "${FINISHED[@]}" >/dev/null
   done

@@ -393,8 +393,9 @@ class DryRun:
 def dry_run(script: str, tmp_path, *args: str, **env_extra) -> DryRun:
     """What ``DRY_RUN=1 bash train_scripts/<script> ARGS`` checks, without its Python process: bash runs the script up
     to the trainer's command line (``script_call``); that command line is composed here and run through
-    ``main_pc.preflight(fetch_model=False)`` in the environment the trainer would have had, as ``--validate`` does."""
-    from recipe.pc.main_pc import preflight
+    ``startup_checks.preflight(fetch_model=False)`` in the environment the trainer would have had, as ``--validate``
+    does."""
+    from recipe.pc.startup_checks import preflight
 
     call = script_call(script, tmp_path, *args, DRY_RUN="1", **env_extra)
     assert call.validate, f"{script} with DRY_RUN=1 did not ask the trainer to --validate"

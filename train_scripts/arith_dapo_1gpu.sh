@@ -9,7 +9,7 @@ launch_1gpu arith_dapo "${ARITH_SETTINGS[@]}" \
   algorithm.rollout_allocation=dapo \
   data.gen_batch_size=96 \
   actor_rollout_ref.rollout.n=16 \
-  algorithm.filter_groups.metric=acc \
-  algorithm.filter_groups.max_num_gen_batches=10 \
+  algorithm.agg_metric=acc \
+  algorithm.max_num_gen_batches=10 \
   trainer.total_training_steps="${STEPS:-40}" \
   "$@"

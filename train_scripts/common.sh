@@ -55,7 +55,7 @@ esac
 GRADER_OVERRIDE=()
 [ -n "${GRADER:-}" ] && GRADER_OVERRIDE=("++reward.custom_reward_function.reward_kwargs.grader=$GRADER")
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-# Named by the start-up checks when a data file is missing (recipe/pc/main_pc.py).
+# Named by the start-up checks when a data file is missing (recipe/pc/startup_checks.py).
 export PC_DATA_HINT="write them with: DATA_DIR=$DATA_DIR bash $REPO/data/e2e_process_data.sh"
 
 MAX_PROMPT_LENGTH=2048
@@ -153,7 +153,7 @@ grpo_args() {  # N
 }
 dapo_args() {  # N
   echo "algorithm.rollout_allocation=dapo data.gen_batch_size=384 actor_rollout_ref.rollout.n=$1" \
-    "algorithm.filter_groups.metric=acc algorithm.filter_groups.max_num_gen_batches=10"
+    "algorithm.agg_metric=acc algorithm.max_num_gen_batches=10"
 }
 pc_args() {  # N_PILOT N_COMMIT BUFFER_SAMPLING
   # PPO mini-batch arithmetic comes from the preset: reference = 32 x n_commit rows with a partial

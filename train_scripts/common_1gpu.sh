@@ -114,7 +114,7 @@ launch_1gpu() {
   if [ -z "${DATA_DIR:-}" ]; then
     ensure_arith_data "$data_dir"
   fi
-  # Named by the start-up checks when a data file is missing (recipe/pc/main_pc.py), as happens with a DATA_DIR given.
+  # Named by the start-up checks when a data file is missing (recipe/pc/startup_checks.py), as happens with a DATA_DIR given.
   export PC_DATA_HINT="write them with: python3 $REPO/data/process_arithmetic.py --out_dir $data_dir ${ARITH_DATA_ARGS[*]}\
  (or leave DATA_DIR unset: the script writes them under its output folder)"
   export VERL_FILE_LOGGER_PATH=${VERL_FILE_LOGGER_PATH:-$out_dir/metrics.jsonl}

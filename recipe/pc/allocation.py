@@ -50,18 +50,22 @@ def group_stats(prompt_ids: np.ndarray, values: np.ndarray) -> GroupStats:
 
 
 @dataclass(frozen=True)
-class PilotVerdict:
-    """What the pilot says about each prompt (all arrays aligned with ``stats.prompt_ids``)."""
+class GroupVerdict:
+    """What a classified set of groups (a pilot, a screen, a baseline's round) says about each prompt (all arrays
+    aligned with ``stats.prompt_ids``)."""
 
     stats: GroupStats
-    passed: np.ndarray  # in the band and with nonzero spread: goes to the buffer
-    too_correct: np.ndarray  # mean above 1 - p_upper: skipped this epoch
-    too_incorrect: np.ndarray  # mean below p_lower: deferred (comes back next epoch)
-    evict: np.ndarray  # mean at or above the eviction threshold: removed from later epochs
+    passed: np.ndarray  # through the filter (PC: in the band with nonzero spread, so buffered)
+    too_correct: np.ndarray  # PC: mean above 1 - p_upper, skipped this epoch; baselines: all agree above 0
+    too_incorrect: np.ndarray  # PC: mean below p_lower, deferred to the next epoch; baselines: all agree at 0 or below
+    evict: np.ndarray  # mean at or above the eviction threshold: removed from later epochs (PC only)
 
     @property
     def num_prompts(self) -> int:
         return int(self.stats.prompt_ids.shape[0])
+
+
+PilotVerdict = GroupVerdict  # its name while only the pilot's groups were classified
 
 
 def classify_pilot(
@@ -70,7 +74,7 @@ def classify_pilot(
     p_lower: float,
     p_upper: float,
     evict_threshold: float | None,
-) -> PilotVerdict:
+) -> GroupVerdict:
     """Band-filter pilot groups on the per-prompt mean of the aggregation metric.
 
     A prompt passes when ``p_lower <= mean <= 1 - p_upper`` (inclusive) and its rollouts do not
@@ -86,17 +90,17 @@ def classify_pilot(
         evict = np.zeros_like(passed)
     else:
         evict = stats.mean >= evict_threshold - _BAND_EPS
-    return PilotVerdict(stats=stats, passed=passed, too_correct=too_correct, too_incorrect=too_incorrect, evict=evict)
+    return GroupVerdict(stats=stats, passed=passed, too_correct=too_correct, too_incorrect=too_incorrect, evict=evict)
 
 
-def classify_by_spread(prompt_ids: np.ndarray, metric_values: np.ndarray) -> PilotVerdict:
+def classify_by_spread(prompt_ids: np.ndarray, metric_values: np.ndarray) -> GroupVerdict:
     """DAPO dynamic sampling: keep groups whose rollouts disagree (single-rollout groups are kept).
 
     Zero-spread groups are reported as too correct (mean above 0) or too incorrect (mean at or below 0).
     """
     stats = group_stats(prompt_ids, metric_values)
     flat = (stats.std == 0) & (stats.count > 1)
-    return PilotVerdict(
+    return GroupVerdict(
         stats=stats,
         passed=~flat,
         too_correct=flat & (stats.mean > 0),

@@ -104,12 +104,8 @@ class CheckpointMixin:
         return previous
 
     def _state_config(self) -> dict:
-        """Settings a saved buffer must agree with: they shape its groups and rows."""
-        return {
-            "exploration.n": self.pc.pilot.n,
-            "exploration.n_effective": self.pc.pilot.n_effective,
-            "rollout.n": self.pc.n_commit,
-        }
+        """Settings the saved allocator state must agree with (the allocator names them)."""
+        return self.pc.allocator.state_settings(self.pc)
 
     def _pc_state(self) -> dict:
         dataset_state = self.train_dataset.state_dict() if hasattr(self.train_dataset, "state_dict") else None
@@ -120,18 +116,19 @@ class CheckpointMixin:
             "config": self._state_config(),
             "rng": ckpt.to_plain(self.rng.bit_generator.state, "rng"),
             "dataset": ckpt.to_plain(dataset_state, "dataset"),
-            **({} if filter_state is None else {"skip": filter_state}),
+            **({} if filter_state is None else {self.prompt_filter.state_key: filter_state}),
             "counters": self.counters.state_dict(),
             "allocator": {"name": self.pc.method, "state": self.allocator.state_dict()},
         }
 
     def _load_pc_state(self, state: dict) -> None:
         self.allocator.load_state_dict(state["allocator"]["state"])
-        if self.pc.skip.enable:
-            if "skip" in state:
-                self.prompt_filter.load_state_dict(state["skip"])
-            else:  # saved with skipping off: the history starts empty here
-                logger.warning("the resumed state has no skip history (algorithm.skip was off); starting one")
+        key = self.prompt_filter.state_key
+        if key is not None:
+            if key in state:
+                self.prompt_filter.load_state_dict(state[key])
+            else:  # saved with another prompt filter: this one starts afresh
+                logger.warning("the resumed state has no %r state of the prompt filter; starting a new one", key)
         self.rng.bit_generator.state = ckpt.from_plain(state["rng"])
         if state["dataset"] is not None:
             self.train_dataset.load_state_dict(ckpt.from_plain(state["dataset"]))

@@ -76,7 +76,6 @@ def convert(old: dict, rollout_n: int, n_effective: int | None, exploration_n: i
                 "cumulative_rollouts",
                 "cumulative_trained_rollouts",
                 "total_consumed_prompts",
-                "total_sampling_rounds",
             )
         },
     }

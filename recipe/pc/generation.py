@@ -1,6 +1,6 @@
 """A round's one generation call: every request of an allocator's plan, with rewards, in a single batch.
 
-Part of ``RayPCTrainer`` (``recipe.pc.pc_ray_trainer``); plain functions here are tested on their own.
+Part of ``RayPCTrainer`` (``recipe.pc.pc_ray_trainer``); the step loop (``recipe.pc.step``) counts what it returns.
 """
 
 from __future__ import annotations
@@ -15,52 +15,20 @@ from verl.utils.debug import marked_timer
 from recipe.pc.allocation import generation_divisor
 from recipe.pc.allocators.base import PILOT, Request, concat_rows
 from recipe.pc.rollout_dump import append_records, rollout_records
+from recipe.pc.step import Generation
 
 # Per-row fields the trainer adds: the step a rollout was generated at, and whether it is a pilot.
 ROLLOUT_STEP = "pc_rollout_step"
 IS_PILOT = "pc_is_pilot"
 
 
-def aggregate_round_timing(rounds: list[tuple[dict, int]]) -> dict:
-    """One step's agent-loop timing keys from its generation calls' (timing, rows) pairs.
-
-    Each call reports min/max/mean over its rows and the timings of its slowest row
-    (AgentLoopManager._performance_metrics); summing those over rounds would be wrong. A step's
-    values: min of mins, max of maxes, row-weighted mean of means, the slowest row of all rounds;
-    any other key is a duration and is summed.
-    """
-    merged: dict = {}
-    total_rows = sum(rows for _, rows in rounds)
-    for key in {k for timing, _ in rounds for k in timing if "/slowest/" not in k}:
-        values = [(timing[key], rows) for timing, rows in rounds if key in timing]
-        if key.endswith("/min"):
-            merged[key] = min(v for v, _ in values)
-        elif key.endswith("/max"):
-            merged[key] = max(v for v, _ in values)
-        elif key.endswith("/mean"):
-            merged[key] = sum(v * rows for v, rows in values) / max(total_rows, 1)
-        else:
-            merged[key] = sum(v for v, _ in values)
-
-    def slowest_total(timing: dict) -> float:
-        # The agent loop picks its slowest row by generation + tool + scoring time.
-        return sum(
-            timing.get(f"agent_loop/slowest/{part}", 0.0)
-            for part in ("generate_sequences", "tool_calls", "compute_score")
-        )
-
-    with_slowest = [timing for timing, _ in rounds if any("/slowest/" in k for k in timing)]
-    if with_slowest:
-        slowest = max(with_slowest, key=slowest_total)
-        merged.update({k: v for k, v in slowest.items() if "/slowest/" in k})
-    return merged
-
-
 class GenerationMixin:
     """The generation side of ``RayPCTrainer``: its attributes are declared in ``RayPCTrainer.__init__``."""
 
-    def _generate(self, requests: tuple[Request, ...], step) -> dict[str, DataProto]:
-        """Generate every request in ONE call; rows with rewards, tagged, by request name.
+    def _generate(self, requests: tuple[Request, ...], step) -> Generation:
+        """Generate every request in ONE call: rows with rewards, tagged, by request name, with the call's padding
+        and agent-loop timing (the step loop counts them). ``step``'s timing gets the colocated reward model's and
+        the dump's timers.
 
         A request's ``kind`` (pilot, commit, group) labels its rows in the ``trainer.rollout_data_dir`` dump.
         """
@@ -77,6 +45,7 @@ class GenerationMixin:
         )
         gen_batch, pad = pad_dataproto_to_divisor(gen_batch, divisor)
         gen_batch.meta_info["global_steps"] = self.global_steps
+        gen_batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
         try:
             output = self.async_rollout_manager.generate_sequences(gen_batch)
             if "rm_scores" not in output.batch.keys() and self.use_rm:
@@ -88,13 +57,10 @@ class GenerationMixin:
                 f"for prompt ids {ids[:20].tolist()}{' ...' if len(ids) > 20 else ''}: {type(err).__name__}: {err}"
             ) from err
         extra_keys = list(output.meta_info.get("reward_extra_keys", []))
-        step.generation_timings.append((output.meta_info.pop("timing", {}), len(output)))
-        step.timing.update(aggregate_round_timing(step.generation_timings))
+        timing = output.meta_info.pop("timing", {})
         output = unpad_dataproto(output, pad)
         if len(output) != num_rows:
             raise RuntimeError(f"generation returned {len(output)} rows for {num_rows} inputs")
-        step.padding_rollouts += pad
-        self.counters.cumulative_rollouts += num_rows
 
         generated, start = {}, 0
         for side, request in zip(sides, requests, strict=True):
@@ -103,7 +69,7 @@ class GenerationMixin:
             self._tag_rollouts(rows, is_pilot=request.kind == PILOT)
             generated[request.name] = rows
         self._dump_rollouts(requests, generated, extra_keys, step.timing)
-        return generated
+        return Generation(generated, pad, timing)
 
     def _dump_rollouts(self, requests, generated: dict[str, DataProto], extra_keys: list[str], timing: dict) -> None:
         dump_dir = self.config.trainer.get("rollout_data_dir", None)

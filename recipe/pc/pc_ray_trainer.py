@@ -11,7 +11,8 @@ once (one *step*). The trainer makes no allocation decision.
                                 once the step is full: assemble -> update -> validate -> log
           at each epoch's end: evict solved prompts; carry or drop the partial step and the buffer
 
-The generation call is ``recipe.pc.generation``, the update ``recipe.pc.update``, checkpoints
+The rounds of a step and its end-of-step hooks are ``recipe.pc.step.StepLoop`` (shared with the cost model's
+simulator), the generation call ``recipe.pc.generation``, the update ``recipe.pc.update``, checkpoints
 ``recipe.pc.checkpointing``.
 """
 
@@ -40,7 +41,7 @@ from recipe.pc.parallel import MicroBatches, check_parallel_sizes, micro_batches
 from recipe.pc.rollout_dump import discard_after
 from recipe.pc.settings import PCConfigError, PCSettings
 from recipe.pc.stages.prompt_filter import make_prompt_filter
-from recipe.pc.step import RunCounters, StepState, round_uids, run_round
+from recipe.pc.step import RunCounters, StepLoop, StepState, with_hook_metrics
 from recipe.pc.update import UpdateMixin
 from recipe.pc.val_budget import BudgetSchedule
 
@@ -72,6 +73,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         self.allocator = make_allocator(self.pc, self.rng)
         self.prompt_filter = make_prompt_filter(self.pc)
         self.counters = RunCounters()
+        self.loop = StepLoop(self.pc, self.allocator, self.prompt_filter, self.counters)
         self.global_steps = 0  # verl sets it in fit() and _load_checkpoint; set here so every attribute is declared
         self.tracking: Tracking | None = None  # created when fit starts
         self._last_saved_step: int | None = None
@@ -114,10 +116,9 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         progress = tqdm(total=self.total_training_steps, initial=self.global_steps, desc="Training Progress")
         step = self._next_step()
         while self.counters.epoch < self.config.trainer.total_epochs:
-            for prompts in self.prompt_filter.rounds(self._dataloader_prompts(), self.rng):
-                self._run_round(prompts, step)
-                if not self._batch_ready(step):
-                    continue
+            epoch_start = (self.counters.gen_round, self.counters.cumulative_rollouts)
+            rounds = self.prompt_filter.rounds(self._dataloader_prompts(), self.rng)
+            while self.loop.fill(step, rounds, self.global_steps, **self._round_hooks(step)):
                 finished = self._train_step(step)
                 progress.set_postfix(rounds=step.rounds, refresh=False)
                 progress.update(1)
@@ -126,7 +127,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
                     return self._finish()
                 step = self._next_step()
             step = self._end_epoch(step)
-            if self._data_exhausted():
+            if self._data_exhausted() or self._generated_nothing(*epoch_start):
                 break
         progress.close()
         self._finish_after_last_epoch(step)
@@ -152,6 +153,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
             )
         self._sync_weights()
         check_parallel_sizes(self.pc, self._dp_size(), self._ppo_mini_batch_size(), self._micro_batches())
+        self.loop.min_train_prompts = self._min_train_prompts()
         logger.info("update: %s", self._update_summary())
         SkipManager.init(self.config)
         if self.config.trainer.get("val_before_train", True):
@@ -172,30 +174,17 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
             yield self._to_prompts(batch_dict)
 
     # ------------------------------------------------------------------ a round
-    def _run_round(self, prompts: DataProto, step: StepState) -> None:
-        """One round: the allocator's plan in one generation call; its result folded into the step."""
-        with marked_timer("step", step.timing):
-            prompts = self._start_round(prompts, step)
-            run_round(
-                self.allocator,
-                self.prompt_filter,
-                step,
-                prompts,
-                self.global_steps,
-                self.pc.train_batch_size,
-                generate=lambda requests: self._generate(requests, step),
-                timer=lambda name: marked_timer(name, step.timing),
-            )
+    def _round_hooks(self, step: StepState) -> dict:
+        """What the step loop calls to generate a round's requests and to time its parts, for ``step``."""
+        return {
+            "generate": lambda requests: self._generate(requests, step),
+            "timer": lambda name: marked_timer(name, step.timing),
+        }
 
-    def _start_round(self, prompts: DataProto, step: StepState) -> DataProto:
-        """Count a new round and give its prompts uids."""
-        self.counters.gen_round += 1
-        step.rounds += 1
-        self.counters.total_sampling_rounds += 1
-        self.counters.total_consumed_prompts += len(prompts)
-        prompts.non_tensor_batch["uid"] = round_uids(self.counters.gen_round, prompts.non_tensor_batch["index"])
-        prompts.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
-        return prompts
+    def _run_round(self, prompts: DataProto, step: StepState) -> None:
+        """One round of ``prompts``, folded into ``step`` (the step loop's round, timed as part of the step)."""
+        with marked_timer("step", step.timing):
+            self.loop.run_round(step, prompts, self.global_steps, **self._round_hooks(step))
 
     @staticmethod
     def _to_prompts(batch_dict: dict) -> DataProto:
@@ -210,27 +199,6 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
             )
         prompts.non_tensor_batch["index"] = ids
         return prompts
-
-    def _batch_ready(self, step: StepState) -> bool:
-        """True once the step has its prompts, or has used its rounds and may train on what it has."""
-        if step.committed_prompts >= self.pc.train_batch_size:
-            return True
-        limit = self.pc.max_num_gen_batches
-        if limit <= 0 or step.rounds < limit:
-            return False
-        message = (
-            f"step {self.global_steps}: {step.rounds} generation rounds (max_num_gen_batches={limit}) committed "
-            f"{step.committed_prompts} of {self.pc.train_batch_size} prompts; the data is too hard or too easy "
-            "for the filter (widen algorithm.diversity_threshold_*, or raise the round limit; <= 0 is unlimited)"
-        )
-        if self.pc.raise_on_unfilled_batch:
-            raise RuntimeError(message)
-        if step.committed_prompts >= self._min_train_prompts():
-            logger.warning("%s: training on the %d collected", message, step.committed_prompts)
-            return True
-        if step.rounds == limit:
-            logger.warning("%s: too few to train on, generating more rounds", message)
-        return False
 
     def _min_train_prompts(self) -> int:
         unit = self._trainable_unit()
@@ -266,7 +234,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
     def _train_step(self, step: StepState) -> bool:
         """Assemble, update, validate and log one step; True when it was the last."""
         is_last_step = self.allocator.is_last_step(
-            self.global_steps, self.counters.total_sampling_rounds, self.total_training_steps
+            self.global_steps, self.counters.gen_round, self.total_training_steps
         )
         with marked_timer("step", step.timing):
             # Replicas stay awake across the rounds of a step (a sleeping replica cannot generate); they
@@ -274,8 +242,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
             self.checkpoint_manager.sleep_replicas()
             batch = self._assemble_training_batch(step)
             metrics = self._pc_step_metrics(step, batch)
-            metrics.update(self.allocator.end_step(self.global_steps))
-            metrics.update(self.prompt_filter.end_step(self.counters.epoch))
+            hook_metrics = self.loop.end_step(self.global_steps, self.counters.epoch)
             batch = self._update_policy(batch, metrics, step.timing, is_last_step)
         budgets = self._val_budgets.due(self.counters.cumulative_rollouts)
         if self._validation_due(is_last_step, budgets):
@@ -290,7 +257,8 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
                     self.counters.cumulative_rollouts,
                 )
             self._last_validated_step = self.global_steps
-        self.tracking.log(data=self._step_log_metrics(batch, metrics, step.timing), step=self.global_steps)
+        logged = with_hook_metrics(self._step_log_metrics(batch, metrics, step.timing), hook_metrics, self.pc.method)
+        self.tracking.log(data=logged, step=self.global_steps)
         if not is_last_step and hasattr(self.train_dataset, "on_batch_end"):
             self.train_dataset.on_batch_end(batch=batch)  # as verl's fit: the dataset may change after a batch
         return is_last_step
@@ -360,7 +328,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
                 m.GLOBAL_STEP: self.global_steps,
                 m.EPOCH: c.epoch,
                 m.TOTAL_CONSUMED_PROMPTS: c.total_consumed_prompts,
-                m.TOTAL_SAMPLING_ROUNDS: c.total_sampling_rounds,
+                m.TOTAL_SAMPLING_ROUNDS: c.gen_round,
                 m.NUM_EVICTED_PROMPTS: len(getattr(self.train_dataset, "evicted_ids", ())),
             }
         )
@@ -406,6 +374,19 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
             "eviction left %d prompts, fewer than data.gen_batch_size=%d: every other prompt is solved, stopping",
             len(self.train_dataset),
             self.pc.gen_batch_size,
+        )
+        return True
+
+    def _generated_nothing(self, rounds_before: int, rollouts_before: int) -> bool:
+        """True after an epoch whose rounds all left every prompt out: the allocator decided on what it had seen, and
+        an epoch that generated nothing showed it nothing new, so the next would be the same."""
+        c = self.counters
+        if c.gen_round == rounds_before or c.cumulative_rollouts > rollouts_before:
+            return False
+        logger.warning(
+            "epoch %d: the allocator left out every prompt of its %d rounds, so nothing was generated; stopping",
+            c.epoch - 1,
+            c.gen_round - rounds_before,
         )
         return True
 

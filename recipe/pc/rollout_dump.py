@@ -6,7 +6,7 @@ round and pass rates could not be tied to prompts. Here each generation call app
 ``<dir>/<global step>.jsonl`` one JSON object per generated rollout (padding rows never):
 ``step``, ``round``, ``prompt_id``, ``uid``, ``kind`` (``pilot``, ``commit`` or ``group`` for the
 baselines), ``score`` (the summed token-level score), each scalar reward extra (e.g. ``acc``,
-``pred``), ``data_source``, ``gts``, ``input`` and ``output``. ``python -m recipe.pc.plan`` reads them.
+``pred``), ``data_source``, ``gts``, ``input`` and ``output``. ``python -m recipe.pc_tools.plan`` reads them.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ Every field names its config key (``key(...)``) and its Python type in the annot
 alone: ``config/pc_trainer.yaml`` holds every default (they are the ``improved`` behaviour), ``preset=reference``
 overrides some, the command line the rest; a key missing from the config is an error, not a silent default.
 Each group checks its own ranges; ``PCSettings`` checks what spans groups, and the allocator named by
-``algorithm.rollout_allocation`` adds its own checks and key redirections (``recipe.pc.allocators``).
+``algorithm.rollout_allocation`` adds its own checks (``recipe.pc.allocators``). A setting has one key, whichever
+allocator reads it: DAPO's group filter reads ``algorithm.agg_metric`` and ``algorithm.max_num_gen_batches``, and
+verl's DAPO keys (``algorithm.filter_groups.*``) are refused when set (``KEYS_NOT_READ``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from recipe.pc.errors import PCConfigError
 from recipe.pc.replay_buffer import PROMPT_STRATEGIES, RESPONSE_STRATEGIES, TAKE_ALL_ORDERS, TIE_ORDERS
 
 CONFIG_FILE = Path(__file__).parent / "config" / "pc_trainer.yaml"
@@ -37,10 +40,12 @@ STOCK_OPTIONS_NOT_RUN = (
         "the Pilot-Commit loop does not force a checkpoint before an elastic instance expires",
     ),
 )
-
-
-class PCConfigError(ValueError):
-    """A Pilot-Commit config value that cannot work; the message names the key and a fix."""
+# verl's DAPO recipe keys, which no allocator here reads: (key, verl's default, the key read instead).
+KEYS_NOT_READ = (
+    ("algorithm.filter_groups.enable", False, "algorithm.rollout_allocation=dapo"),
+    ("algorithm.filter_groups.metric", "reward", "algorithm.agg_metric"),
+    ("algorithm.filter_groups.max_num_gen_batches", 0, "algorithm.max_num_gen_batches"),
+)
 
 
 def yaml_defaults():
@@ -76,8 +81,8 @@ def _strict(name: str, value, annotation):
     raise PCConfigError(f"{name}={shown} must be {wanted}{null}")
 
 
-def _read(config, meta: dict, annotation, redirects: dict[str, str]):
-    name = redirects.get(meta["key"], meta["key"])
+def _read(config, meta: dict, annotation):
+    name = meta["key"]
     value = OmegaConf.select(config, name, default=_ABSENT)
     if value is _ABSENT:
         raise PCConfigError(
@@ -95,26 +100,29 @@ class _Group:
     """A frozen dataclass of config keys; nested groups are fields without a key."""
 
     @classmethod
-    def read(cls, config, redirects: dict[str, str] | None = None):
+    def read(cls, config):
         hints = typing.get_type_hints(cls)
         values = {}
         for f in dataclasses.fields(cls):
             if "key" in f.metadata:
-                values[f.name] = _read(config, f.metadata, hints[f.name], redirects or {})
+                values[f.name] = _read(config, f.metadata, hints[f.name])
             else:
-                values[f.name] = hints[f.name].read(config, redirects)
+                values[f.name] = hints[f.name].read(config)
         group = cls(**values)
         group.validate()
         return group
 
     @classmethod
     def keys(cls) -> list[str]:
-        """Every config key the group (and its nested groups) reads."""
+        """Every config key the group (and its nested groups) reads, the keys read when one is null included."""
         hints = typing.get_type_hints(cls)
         found = []
         for f in dataclasses.fields(cls):
-            found += [f.metadata["key"]] if "key" in f.metadata else hints[f.name].keys()
-        return found
+            if "key" in f.metadata:
+                found += [f.metadata["key"], *([f.metadata["fallback"]] if f.metadata["fallback"] else [])]
+            else:
+                found += hints[f.name].keys()
+        return list(dict.fromkeys(found))
 
     def validate(self) -> None:
         """Check the group's own ranges; the message names the key."""
@@ -291,6 +299,7 @@ class PCSettings(_Group):
     seed: int = key("algorithm.seed", fallback="data.seed", if_none=0)
     # Validate when the cumulative generated rollouts reach each multiple of it (null: off; recipe.pc.val_budget).
     val_rollout_interval: int | None = key("trainer.val_rollout_interval")
+    prompt_filter: str | None = key("algorithm.prompt_filter")  # null: skip with algorithm.skip.enable, else all
     pilot: PilotSettings
     buffer: BufferSettings
     skip: SkipSettings
@@ -301,8 +310,7 @@ class PCSettings(_Group):
     @classmethod
     def from_config(cls, config) -> PCSettings:
         check_supported_options(config)
-        method = _read(config, {"key": "algorithm.rollout_allocation", "fallback": None, "if_none": _ABSENT}, str, {})
-        settings = cls.read(config, allocator_class(method).config_keys)
+        settings = cls.read(config)
         if settings.reference.partial_mini_batch:
             check_partial_mini_batch(config.actor_rollout_ref.actor)
         return settings
@@ -311,6 +319,11 @@ class PCSettings(_Group):
     def allocator(self) -> type:
         """The allocator class ``method`` names; it answers the settings questions that depend on the method."""
         return allocator_class(self.method)
+
+    @property
+    def prompt_filter_name(self) -> str:
+        """The registered prompt filter that picks each round's prompts (``recipe.pc.stages.prompt_filter``)."""
+        return self.prompt_filter or ("skip" if self.skip.enable else "all")
 
     @property
     def group_size(self) -> int:
@@ -361,6 +374,11 @@ class PCSettings(_Group):
                 f"trainer.val_rollout_interval={self.val_rollout_interval} must be a positive number of generated "
                 "rollouts (validation each time the cumulative count reaches a multiple of it), or null for off"
             )
+        if self.skip.enable and self.prompt_filter not in (None, "skip"):
+            raise PCConfigError(
+                f"algorithm.skip.enable=true picks the skip prompt filter and algorithm.prompt_filter="
+                f"{self.prompt_filter} another: set one of them"
+            )
         if self.buffer.size < self.train_batch_size:
             raise PCConfigError(
                 f"algorithm.buffer_size={self.buffer.size} is below data.train_batch_size={self.train_batch_size}: "
@@ -385,6 +403,13 @@ def check_supported_options(config) -> None:
         if value != default:
             shown = "null" if default is None else default
             raise PCConfigError(f"{name}={value!r} is not supported: {why}; leave it at {shown}")
+    for name, default, instead in KEYS_NOT_READ:
+        value = OmegaConf.select(config, name, default=default)
+        if value != default:
+            raise PCConfigError(
+                f"{name}={value!r} is verl's DAPO recipe key, not read here: set {instead} (every allocator reads it, "
+                f"DAPO's group filter too) and leave {name} at {default}"
+            )
     corr = OmegaConf.select(config, "algorithm.rollout_correction", default=None)
     if corr is not None and (corr.get("bypass_mode") or corr.get("rollout_is") or corr.get("rollout_rs")):
         raise PCConfigError(

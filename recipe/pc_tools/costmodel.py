@@ -13,9 +13,10 @@ Three ways to get the numbers, each returning a :class:`Prediction`:
 * :func:`predict_at_filter_rate` — the analytic model at a given share of candidates passing the filter
   (e.g. a run's logged one), which is all the rounds depend on: it separates a wrong pass-rate input
   from the model's own error.
-* :func:`simulate` — Monte Carlo that drives the trainer's own allocator and prompt filter (its rounds are the
-  trainer's ``run_round``) with Bernoulli rollouts and a shuffled dataloader over the prompts, to check the analytic
-  numbers (``recipe.pc_tools.simulate``).
+* :func:`simulate` — Monte Carlo that drives the trainer's own step loop (``recipe.pc.step.StepLoop``: its allocator
+  and prompt filter) with Bernoulli rollouts and a shuffled dataloader over the prompts, to check the analytic
+  numbers (``recipe.pc_tools.simulate``). It also takes :class:`Registered`: any registered allocator, with its
+  settings composed from ``key=value`` overrides of the trainer YAML (:func:`compose_settings`).
 
 Of the allocator stages they model screening pilots (``screen_n``) and PODS down-sampling (``downsample_n``); GRESO
 skipping (``simulate(..., skip=SKIP)``) only the simulator, as it acts on each prompt's history. With fixed pass
@@ -30,13 +31,14 @@ bound and round limit.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from omegaconf import OmegaConf
 
-from recipe.pc.settings import PCSettings, SkipSettings, yaml_defaults
-from recipe.pc_tools.defaults import DAPO_MAX_ROUNDS, MAX_OFF_STEPS, MAX_ROUNDS, P_LOWER, P_UPPER
+from recipe.pc.settings import PCConfigError, PCSettings, SkipSettings, yaml_defaults
+from recipe.pc_tools.defaults import MAX_OFF_STEPS, MAX_ROUNDS, P_LOWER, P_UPPER
 
 # Expected rounds per step above which a step is reported as never filling (inf).
 _MAX_EXPECTED_ROUNDS = 2000
@@ -68,7 +70,7 @@ class DAPO:
     n: int
     gen_batch_size: int
     train_batch_size: int
-    max_num_gen_batches: int = DAPO_MAX_ROUNDS  # <= 0: unlimited
+    max_num_gen_batches: int = MAX_ROUNDS  # <= 0: unlimited
     downsample_n: int | None = None  # PODS: generated per group, the n with the most spread kept
 
     @property
@@ -98,7 +100,16 @@ class PilotCommit:
         return f"PC {self.n_pilot}+{commit} G={self.gen_batch_size}{extra}"
 
 
-Config = GRPO | DAPO | PilotCommit
+@dataclass(frozen=True)
+class Registered:
+    """Any registered allocator: ``overrides`` (``key=value``, ``algorithm.rollout_allocation=NAME`` among them) of the
+    trainer YAML's defaults. There is no analytic model of it: it is simulated (:func:`simulate`)."""
+
+    overrides: tuple[str, ...]
+    label: str
+
+
+Config = GRPO | DAPO | PilotCommit | Registered
 
 
 @dataclass(frozen=True)
@@ -176,11 +187,49 @@ def _check(pass_rates, config: Config) -> np.ndarray:
     return p
 
 
+# Pass rates here never change: nothing is evicted. GRESO skipping is simulated only (``simulate(..., skip=...)``).
+SIMULATION_DEFAULTS = {"data.seed": 0, "algorithm.exclude_threshold_upper": None, "algorithm.skip.enable": False}
+
+
+def _parse_override(text: str) -> tuple[str, object]:
+    key, equals, value = text.partition("=")
+    if not (equals and key.strip()):
+        raise PCConfigError(f"expected an override KEY=VALUE (e.g. data.gen_batch_size=64), got {text!r}")
+    key = key.strip()
+    return key, OmegaConf.select(OmegaConf.from_dotlist([f"{key}={value}"]), key)  # YAML values: 8, 0.5, null
+
+
+def _config_keys(node, prefix: str = "") -> set[str]:
+    keys = set()
+    for name, value in node.items_ex(resolve=False):
+        keys.add(prefix + str(name))
+        if OmegaConf.is_dict(value):
+            keys |= _config_keys(value, f"{prefix}{name}.")
+    return keys
+
+
+def compose_settings(overrides: Mapping[str, object] | Sequence[str]) -> PCSettings:
+    """The trainer's settings from the YAML's defaults and ``overrides`` (values, or ``key=value`` strings), read and
+    checked as the trainer reads them: any registered allocator, its error messages naming the keys. Nothing is
+    evicted or skipped unless an override says so. A key neither the YAML nor the settings have is refused."""
+    if not isinstance(overrides, Mapping):
+        overrides = dict(_parse_override(text) for text in overrides)
+    cfg = yaml_defaults()
+    known = _config_keys(cfg) | set(PCSettings.keys())
+    for key, value in {**SIMULATION_DEFAULTS, **overrides}.items():
+        if key not in known:
+            raise PCConfigError(f"{key} is not a key of the trainer's config (recipe/pc/config/pc_trainer.yaml)")
+        OmegaConf.update(cfg, key, value, force_add=True)
+    return PCSettings.from_config(cfg)
+
+
 # GRESO skipping is not modelled analytically: it acts on a prompt's history, which a pass-rate table has not got.
 # Screening and down-sampling are (the configurations' screen_n and downsample_n).
 def _settings(config: Config) -> PCSettings:
     """The trainer's settings for ``config``: the YAML's defaults with the configuration's values, read and checked
     as the trainer reads them (its error messages name the keys). No eviction: pass rates here never change."""
+    if isinstance(config, Registered):
+        return compose_settings(config.overrides)
     if isinstance(config, GRPO):
         method, gen, n_pilot, rounds = "grpo", config.train_batch_size, 1, MAX_ROUNDS
         band = {}
@@ -196,31 +245,27 @@ def _settings(config: Config) -> PCSettings:
             "algorithm.exploration.screen_n": config.screen_n,
         }
     else:
-        raise TypeError(f"unknown configuration {config!r}; use GRPO, DAPO or PilotCommit")
-    cfg = yaml_defaults()
-    values = {
-        "algorithm.rollout_allocation": method,
-        "data.train_batch_size": config.train_batch_size,
-        "data.gen_batch_size": gen,
-        "data.seed": 0,
-        "actor_rollout_ref.rollout.n": config.n_commit if isinstance(config, PilotCommit) else config.n,
-        "algorithm.exploration.n": n_pilot,
-        "algorithm.max_num_gen_batches": rounds,
-        "algorithm.filter_groups.max_num_gen_batches": rounds,
-        "algorithm.exclude_threshold_upper": None,
-        "algorithm.downsample.n": config.downsample_n,
-        "algorithm.skip.enable": False,
-        **band,
-    }
-    for key, value in values.items():
-        OmegaConf.update(cfg, key, value, force_add=True)
-    return PCSettings.from_config(cfg)
+        raise TypeError(f"unknown configuration {config!r}; use GRPO, DAPO, PilotCommit or Registered")
+    return compose_settings(
+        {
+            "algorithm.rollout_allocation": method,
+            "data.train_batch_size": config.train_batch_size,
+            "data.gen_batch_size": gen,
+            "actor_rollout_ref.rollout.n": config.n_commit if isinstance(config, PilotCommit) else config.n,
+            "algorithm.exploration.n": n_pilot,
+            "algorithm.max_num_gen_batches": rounds,
+            "algorithm.downsample.n": config.downsample_n,
+            **band,
+        }
+    )
 
 
 # ---------------------------------------------------------------------- analytic model
 def predict(pass_rates, config: Config) -> Prediction:
     """Analytic steady-state prediction for ``config`` on prompts with these pass rates."""
     p = _check(pass_rates, config)
+    if isinstance(config, Registered):
+        raise TypeError(f"{config.label}: the analytic model knows GRPO, DAPO and Pilot-Commit alone; simulate it")
     if isinstance(config, GRPO):
         # Down-sampling keeps the most varied n of the generated, so a group has spread iff the generated had.
         generated = config.downsample_n or config.n

@@ -12,6 +12,5 @@ P_LOWER: float = _ALGORITHM.diversity_threshold_lower  # algorithm.diversity_thr
 P_UPPER: float = _ALGORITHM.diversity_threshold_upper  # algorithm.diversity_threshold_upper
 MAX_OFF_STEPS: int = _ALGORITHM.buffer_max_off_steps  # algorithm.buffer_max_off_steps
 MAX_ROUNDS: int = _ALGORITHM.max_num_gen_batches  # algorithm.max_num_gen_batches (<= 0: unlimited)
-DAPO_MAX_ROUNDS: int = _ALGORITHM.filter_groups.max_num_gen_batches  # DAPO reads this one instead
 AGG_METRIC: str = _ALGORITHM.agg_metric  # the per-rollout metric of the pilot band and the filters
 SKIP: SkipSettings = SkipSettings.read(yaml_defaults())  # algorithm.skip.*, the rule the simulator skips with

@@ -1,12 +1,8 @@
 """Plan a run: per-prompt pass rates from rollout dumps, fed to the cost model for GRPO, DAPO and PC splits.
 
-    python -m recipe.pc.plan predict DUMP_DIR [--steps 10:20] [--group-size 16] [--pc 4+12,8+8] ...
-    python -m recipe.pc.plan check DUMP_DIR --measured KIND=METRICS [--window K] [--per-step] ...
-    python -m recipe.pc.plan sources DUMP_DIR [--window K] [--table] [--histogram PNG]
-
-A command line without a command is read as before the commands existed: with ``--measured`` it is ``check``, with
-``--by-source`` or ``--histogram`` it is ``sources`` (``--by-source`` is ``--table``), otherwise ``predict``; the
-combinations the old form refused are refused with the same messages.
+    python -m recipe.pc_tools.plan predict DUMP_DIR [--steps 10:20] [--group-size 16] [--pc 4+12,8+8] ...
+    python -m recipe.pc_tools.plan check DUMP_DIR --measured KIND=METRICS [--window K] [--per-step] ...
+    python -m recipe.pc_tools.plan sources DUMP_DIR [--window K] [--table] [--histogram PNG]
 
 DUMP_DIR holds ``<step>.jsonl`` (or gzipped ``<step>.jsonl.gz``) files written by this project's trainer with
 ``trainer.rollout_data_dir=DUMP_DIR`` (``recipe.pc_tools.dumps``). A prompt seen k times with s successes gets
@@ -18,7 +14,10 @@ adds each configuration with GRESO skipping to the simulated table (the analytic
 fixed pass rates and no eviction its saving is optimistic. ``--screen-n K`` screens every PC split's pilots
 (``algorithm.exploration.screen_n``); ``--downsample-n N`` generates N rollouts per GRPO/DAPO group and per PC commit
 and trains the configured number (PODS, ``algorithm.downsample.n``). ``--sources A,B`` keeps only the prompts of those
-data sources (predicting a mix made of some of a dump's sources).
+data sources (predicting a mix made of some of a dump's sources). ``--allocator NAME`` adds any registered allocator
+(``algorithm.rollout_allocation``; one of your own once its module is imported, e.g. through
+``VERL_USE_EXTERNAL_MODULES``) at the grid's sizes, with ``--set KEY=VALUE`` overrides of the trainer's config; it has
+no analytic model, so it is simulated (``--simulate STEPS``).
 
 ``check`` (``--measured KIND=METRICS``, KIND ``grpo``, ``dapo`` or ``pc:P+C``): the run's logged
 ``rollout_stats/num_rollouts_sample`` and ``training/num_gen_batches`` (a verl file-logger log, ``tb:DIR`` or
@@ -49,7 +48,6 @@ import argparse
 import inspect
 import math
 import sys
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -77,10 +75,10 @@ from recipe.pc_tools.predictions import (
     measured_worse,
     parse_splits,
     recommend,
+    registered_configurations,
 )
 
-PROG = "python -m recipe.pc.plan"
-COMMANDS = ("predict", "check", "sources")
+PROG = "python -m recipe.pc_tools.plan"
 # The simulator's defaults: --simulate-warmup and --simulate-runs other than these are "set" (and need --simulate).
 SIMULATE_WARMUP, SIMULATE_RUNS = (inspect.signature(simulate).parameters[p].default for p in ("warmup", "runs"))
 
@@ -218,6 +216,22 @@ def _predict_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
             "optimistic, as a prompt's pass rate never changes in the simulator",
         ),
         add(
+            "--allocator",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="also simulate this registered allocator (algorithm.rollout_allocation; one imported through "
+            "VERL_USE_EXTERNAL_MODULES too) at the grid's sizes; it has no analytic model, so it needs --simulate "
+            "(repeatable)",
+        ),
+        add(
+            "--set",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a trainer config override for every --allocator, e.g. algorithm.max_num_gen_batches=5 (repeatable)",
+        ),
+        add(
             "--train-prompts",
             type=_int_at_least(1, "a number of prompts"),
             default=None,
@@ -238,22 +252,21 @@ def _window_option(parser: argparse.ArgumentParser) -> argparse.Action:
     )
 
 
-def _measured_option(parser: argparse.ArgumentParser, required: bool) -> argparse.Action:
+def _measured_option(parser: argparse.ArgumentParser) -> argparse.Action:
     return parser.add_argument(
         "--measured",
         action="append",
         type=measured_arg,
-        required=required,
-        default=None if required else [],
+        required=True,
         metavar="KIND=METRICS",
         help="compare with a run's log: KIND grpo, dapo or pc:P+C (repeatable)",
     )
 
 
-def _sources_options(parser: argparse.ArgumentParser, table_flags: tuple[str, ...]) -> list[argparse.Action]:
+def _sources_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     return [
         parser.add_argument(
-            *table_flags,
+            "--table",
             dest="table",
             action="store_true",
             help="per window: pass rates per data source (the default unless --histogram is given)",
@@ -262,22 +275,9 @@ def _sources_options(parser: argparse.ArgumentParser, table_flags: tuple[str, ..
     ]
 
 
-@dataclass
-class Parsers:
-    main: argparse.ArgumentParser  # with the commands
-    commands: dict[str, argparse.ArgumentParser]
-    dests: dict[str, set[str]]  # each command's options
-    legacy: argparse.ArgumentParser  # the form without a command: every option at once, --by-source
-
-
-def build_parsers() -> Parsers:
-    summary = __doc__.split("\n\n")[0]
-    main = argparse.ArgumentParser(
-        prog=PROG,
-        description=summary,
-        epilog="Without a command the old form is read: --measured means check, --by-source or --histogram means "
-        "sources (--by-source is --table), anything else predict.",
-    )
+def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The parser with the commands, and each command's parser."""
+    main = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     sub = main.add_subparsers(dest="command", required=True, metavar="COMMAND")
     helps = {
         "predict": "the cost model's prediction for GRPO, DAPO and PC splits, and a recommendation",
@@ -285,20 +285,16 @@ def build_parsers() -> Parsers:
         "sources": "per-prompt pass rates per data source: a table, a histogram",
     }
     commands = {name: sub.add_parser(name, help=text, description=text) for name, text in helps.items()}
-    groups = {
-        "predict": [*_dump_options(commands["predict"]), *_model_options(commands["predict"])],
-        "check": [*_dump_options(commands["check"]), *_model_options(commands["check"])],
-        "sources": [*_dump_options(commands["sources"]), _window_option(commands["sources"])],
-    }
-    groups["predict"] += _predict_options(commands["predict"])
-    groups["check"] += [_measured_option(commands["check"], True), _window_option(commands["check"])]
-    groups["sources"] += _sources_options(commands["sources"], ("--table", "--by-source"))
-    legacy = argparse.ArgumentParser(prog=PROG, description=f"{summary} (the form without a command)")
-    for add_options in (_dump_options, _model_options, _predict_options, _window_option):
-        add_options(legacy)
-    _measured_option(legacy, False)
-    _sources_options(legacy, ("--by-source",))
-    return Parsers(main, commands, {name: {a.dest for a in actions} for name, actions in groups.items()}, legacy)
+    for name in ("predict", "check"):
+        _dump_options(commands[name])
+        _model_options(commands[name])
+    _predict_options(commands["predict"])
+    _measured_option(commands["check"])
+    _window_option(commands["check"])
+    _dump_options(commands["sources"])
+    _window_option(commands["sources"])
+    _sources_options(commands["sources"])
+    return main, commands
 
 
 def _check_predict(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -314,42 +310,20 @@ def _check_predict(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     ]
     if simulator_only and args.simulate <= 0:
         parser.error(f"{', '.join(simulator_only)} set(s) the simulator: add --simulate STEPS")
+    if args.allocator and args.simulate <= 0:
+        parser.error(f"--allocator {args.allocator[0]} is simulated (it has no analytic model): add --simulate STEPS")
+    if args.set and not args.allocator:
+        parser.error("--set overrides the config of the --allocator configurations: name one with --allocator")
     if args.per_step and args.simulate > 0:
         parser.error("--per-step predicts step by step; the simulator runs on pooled rates: use one")
 
 
-def _legacy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
-    """The command an old command line means; the combinations it refused are refused with its messages."""
-    shows_rates = args.table or args.histogram
-    if args.sources and shows_rates:
-        parser.error("--sources selects prompts for the prediction; --by-source already splits them")
-    if args.measured and shows_rates:
-        parser.error("--measured makes its own table; run --by-source/--histogram separately")
-    _check_predict(parser, args)
-    if args.per_step and shows_rates:
-        parser.error("--per-step is for predictions; --by-source/--histogram show pass rates")
-    if args.train_prompts is not None and (args.measured or shows_rates):
-        parser.error(
-            f"--train-prompts {args.train_prompts}: for predictions (not with --measured, --by-source or --histogram)"
-        )
-    if args.window is not None and not (args.measured or shows_rates):
-        parser.error("--window applies to --measured, --by-source and --histogram only")
-    return "sources" if shows_rates else "check" if args.measured else "predict"
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command and its options; a command line without a command is mapped onto one (see the module doc)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parsers = build_parsers()
-    if not argv or argv[0] in (*COMMANDS, "-h", "--help"):
-        args = parsers.main.parse_args(argv)
-    else:
-        old = parsers.legacy.parse_args(argv)
-        command = _legacy_command(parsers.legacy, old)
-        # What the old form left unread in this mode (e.g. --pc with --by-source) is dropped, as it was ignored.
-        args = argparse.Namespace(command=command, **{dest: getattr(old, dest) for dest in parsers.dests[command]})
+    """The command and its options."""
+    main, commands = build_parsers()
+    args = main.parse_args(sys.argv[1:] if argv is None else list(argv))
     if args.command == "predict":
-        _check_predict(parsers.commands["predict"], args)
+        _check_predict(commands["predict"], args)
     if args.command == "sources" and not args.histogram:
         args.table = True
     return args
@@ -379,7 +353,7 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    configs = configurations(args)
+    configs, registered = configurations(args), registered_configurations(args)
     files = step_files(args.dump_dir, args.steps)
     metric, prior, sources = args.metric, args.prior, args.sources
     ids, seen, wins = read_window(files, metric, sources)
@@ -395,7 +369,7 @@ def run_predict(args: argparse.Namespace) -> int:
     else:
         predictions = [predict(rates, c) for c in configs]
     # A configuration predicted never to fill a step is not simulated (it would only hit the round cap).
-    fills = [c for c, p in zip(configs, predictions, strict=True) if math.isfinite(p.rounds_per_step)]
+    fills = [c for c, p in zip(configs, predictions, strict=True) if math.isfinite(p.rounds_per_step)] + registered
     skips = [None, defaults.SKIP] if args.skip else [None]
     how = {"warmup": args.simulate_warmup, "runs": args.simulate_runs, "prompts": args.prompts}
     simulated = [simulate(rates, c, steps=args.simulate, skip=k, **how) for c in fills for k in skips if args.simulate]

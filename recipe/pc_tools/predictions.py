@@ -1,5 +1,6 @@
-"""The configurations ``plan`` compares (GRPO, DAPO and PC splits at one group size), its tables of predictions and
-its recommendation, with what the recommendation's criterion does not capture."""
+"""The configurations ``plan`` compares (GRPO, DAPO and PC splits at one group size, and any registered allocator it
+names), its tables of predictions and its recommendation, with what the recommendation's criterion does not
+capture."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 
 import numpy as np
 
-from recipe.pc_tools.costmodel import DAPO, GRPO, PilotCommit, Prediction
+from recipe.pc_tools.costmodel import DAPO, GRPO, PilotCommit, Prediction, Registered, compose_settings
 from recipe.pc_tools.dumps import DumpError
 
 # What the recommendation's criterion does not capture, as measured (docs/results/regimes/README.md).
@@ -111,6 +112,30 @@ def configurations(args) -> list:
         )
         for n_p, n_c in splits
     ]
+    return configs
+
+
+def registered_configurations(args) -> list[Registered]:
+    """Each ``--allocator NAME`` at the grid's batch sizes, group size (``rollout.n``), band, staleness bound, round
+    limit and down-sampling, then the ``--set KEY=VALUE`` overrides."""
+    B, G, N = args.train_batch_size, args.gen_batch_size or 3 * args.train_batch_size, args.group_size
+    shared = {
+        "data.train_batch_size": B,
+        "data.gen_batch_size": G,
+        "actor_rollout_ref.rollout.n": N,
+        "algorithm.diversity_threshold_lower": args.p_lower,
+        "algorithm.diversity_threshold_upper": args.p_upper,
+        "algorithm.buffer_max_off_steps": args.max_off_steps,
+        "algorithm.max_num_gen_batches": args.max_num_gen_batches,
+        "algorithm.downsample.n": args.downsample_n,
+    }
+    shared_text = [f"{key}={'null' if value is None else value}" for key, value in shared.items()]
+    configs = []
+    for name in args.allocator:
+        overrides = (f"algorithm.rollout_allocation={name}", *shared_text, *args.set)
+        settings = compose_settings(overrides)  # a bad name or override is named before any dump is read
+        label = " ".join([f"{name} n={settings.n_commit} G={settings.gen_batch_size}", *args.set])
+        configs.append(Registered(overrides, label))
     return configs
 
 

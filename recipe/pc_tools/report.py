@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m recipe.pc.report [--baseline LABEL] [--compare LABEL] [--target ACC] [--smooth K]
+    python -m recipe.pc_tools.report [--baseline LABEL] [--compare LABEL] [--target ACC] [--smooth K]
                                [--benchmarks A,B] [--seeds [--interpolate [--ci]]] [--at-rollouts R1,R2]
                                [--out DIR] [--no-plot] RUN [RUN ...]
 
@@ -194,7 +194,7 @@ def _pick_compare(labels: list[str], requested: str | None, baseline: str | None
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = OneLineParser(
-        prog="python -m recipe.pc.report",
+        prog="python -m recipe.pc_tools.report",
         description="Rollouts to reach a target validation accuracy, per run, as a table and a plot.",
         epilog=(
             "RUN forms: LABEL=log.jsonl (verl file logger), LABEL=export.csv / history.json (W&B exports), "

@@ -1,11 +1,11 @@
-"""Monte Carlo rollout costs that drive the trainer's own allocation code with Bernoulli rollouts.
+"""Monte Carlo rollout costs that drive the trainer's own step loop with Bernoulli rollouts.
 
-Each simulated round is the trainer's round (``recipe.pc.step.run_round``): the allocator that
-``algorithm.rollout_allocation`` names plans the round, every request is "generated" by drawing each rollout's
-``acc`` with its prompt's pass rate, and the allocator absorbs the rows; GRESO skipping is the trainer's prompt
-filter. A step ends once it has ``train_batch_size`` prompts, or after ``max_num_gen_batches`` rounds with what it
-has. So a change to an allocator changes the simulator with it, and a new allocator is simulated as soon as it is
-registered. What it leaves out, as the analytic model does: the policy learning, eviction, epoch-end effects.
+Each simulated step is the trainer's (``recipe.pc.step.StepLoop``): the allocator that ``algorithm.rollout_allocation``
+names plans each round, every request is "generated" by drawing each rollout's ``acc`` with its prompt's pass rate,
+the allocator absorbs the rows, and the step ends once it has ``train_batch_size`` prompts, or after
+``max_num_gen_batches`` rounds with what it has; GRESO skipping is the trainer's prompt filter. So a change to an
+allocator changes the simulator with it, and a new allocator is simulated as soon as it is registered. What it leaves
+out, as the analytic model does: the policy learning, eviction, epoch-end effects.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from verl import DataProto
 from recipe.pc.allocators import make_allocator
 from recipe.pc.settings import PCSettings, SkipSettings
 from recipe.pc.stages.prompt_filter import make_prompt_filter
-from recipe.pc.step import StepState, round_uids, run_round
+from recipe.pc.step import Generation, RunCounters, StepLoop, StepState
 
 MAX_ROUNDS_WITHOUT_LIMIT = 10_000  # a step that has not filled after this many rounds (no round limit) raises
 MAX_EPOCHS_A_ROUND = 100  # the dataloader passes a skipping filter may take for one round (the trainer: total_epochs)
@@ -35,10 +35,12 @@ class SimulatedRun:
         self.settings, self.p, self.rng = settings, p, rng
         self.allocator = make_allocator(settings, rng)
         self.prompt_filter = make_prompt_filter(settings)
+        self.counters = RunCounters()
+        # A step cut at the round limit trains whatever it has (the trainer: at least min_train_prompts).
+        self.loop = StepLoop(settings, self.allocator, self.prompt_filter, self.counters, warn=False)
         self.epoch = -1  # of the last dataloader batch drawn
         self._round_asked_at = 0  # the epoch at which the round being drawn was asked for
         self.rounds = self.prompt_filter.rounds(self._dataloader(), filter_rng)
-        self.gen_round = 0
 
     def _dataloader(self):
         """Shuffled epochs in batches of ``gen_batch_size``, the last partial batch dropped (as the trainer's)."""
@@ -57,47 +59,37 @@ class SimulatedRun:
                     non_tensors={"index": ids.astype(np.int64)},
                 )
 
-    def _generate(self, requests) -> dict:
+    def _generate(self, requests) -> Generation:
         rows = {}
         for request in requests:
             out = request.prompts.repeat(request.n, interleave=True)
             ids = out.non_tensor_batch["index"]
             out.non_tensor_batch["acc"] = (self.rng.random(len(ids)) < self.p[ids]).astype(np.float64)
             rows[request.name] = out
-        return rows
+        return Generation(rows)
+
+    def _step_rounds(self):
+        """The run's rounds for one step; with no round limit, a step that has not filled in
+        ``MAX_ROUNDS_WITHOUT_LIMIT`` rounds raises."""
+        asked = 0
+        while True:
+            if self.settings.max_num_gen_batches <= 0 and asked >= MAX_ROUNDS_WITHOUT_LIMIT:
+                method = self.settings.method
+                raise RuntimeError(f"{method}: a step did not fill in {asked} rounds; the data cannot fill it")
+            self._round_asked_at = max(self.epoch, 0)
+            asked += 1
+            yield next(self.rounds)
 
     def step(self, number: int) -> np.ndarray:
         """One step: rounds, pilot and commit rollouts, trained and informative groups, filter passes, candidates."""
-        settings, state = self.settings, StepState(began_at_epoch=max(self.epoch, 0))
-        while True:
-            self._round_asked_at = max(self.epoch, 0)
-            prompts = next(self.rounds)
-            self.gen_round += 1
-            state.rounds += 1
-            prompts.non_tensor_batch["uid"] = round_uids(self.gen_round, prompts.non_tensor_batch["index"])
-            run_round(
-                self.allocator, self.prompt_filter, state, prompts, number, settings.train_batch_size, self._generate
-            )
-            if state.committed_prompts >= settings.train_batch_size or self._round_limit_hit(state.rounds):
-                break
-        self.allocator.end_step(number)
-        self.prompt_filter.end_step(self.epoch)
-        informative = _informative_groups(state)
-        # The filter's pass rate: PC's pilots in the band whose rollouts disagree (a band edge at 0 lets flat pilots
-        # through the band, not the filter); a baseline's groups whose rollouts vary (GRPO trains the rest too).
-        flat = state.too_correct + state.too_incorrect
-        passes = state.passed if settings.method == "pilot_commit" else state.pilot_prompts - flat
-        totals = [state.rounds, state.pilot_rollouts, state.commit_rollouts, state.committed_prompts, informative]
-        return np.array([*totals, passes, state.pilot_prompts], dtype=np.float64)
-
-    def _round_limit_hit(self, rounds: int) -> bool:
-        limit = self.settings.max_num_gen_batches
-        if limit > 0:
-            return rounds >= limit
-        if rounds >= MAX_ROUNDS_WITHOUT_LIMIT:
-            method = self.settings.method
-            raise RuntimeError(f"{method}: a step did not fill in {rounds} rounds; the data cannot fill it")
-        return False
+        state = StepState(began_at_epoch=max(self.epoch, 0))
+        self.loop.fill(state, self._step_rounds(), number, self._generate)
+        self.loop.end_step(number, self.epoch)
+        totals = [state.rounds, state.pilot_rollouts, state.commit_rollouts, state.committed_prompts]
+        # The filter's passes are what the allocator reports (PC: pilots in the band whose rollouts disagree; DAPO:
+        # groups kept; GRPO: groups whose rollouts vary, though it trains the rest too).
+        counts = [_informative_groups(state), state.filter_passes, state.pilot_prompts]
+        return np.array([*totals, *counts], dtype=np.float64)
 
 
 def _informative_groups(state: StepState) -> int:

@@ -243,7 +243,7 @@ case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | t
   collect)
     out=${OUT:?}
     tar -C $RUNS -czf "$out/runs.tgz" --exclude='checkpoints' --exclude='dump' --exclude='*.pt' --exclude='*.safetensors' . 2>/dev/null || true
-    # The rollout dumps without their prompt and response text (what recipe.pc.plan and the histograms read);
+    # The rollout dumps without their prompt and response text (what recipe.pc_tools.plan and the histograms read);
     # the full text only when it is small enough to come back.
     python3 - "$RUNS" "$out" <<'PY'
 import glob, json, os, sys, tarfile, io

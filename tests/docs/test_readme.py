@@ -198,6 +198,28 @@ def test_every_test_a_page_names_is_defined(page):
     assert names <= defined, f"{page_id(page)} names tests that do not exist: {sorted(names - defined)}"
 
 
+def test_the_names_the_architecture_page_tells_authors_to_import_are_importable():
+    """An allocator or prompt filter written from docs/architecture.md keeps working: every name its examples and its
+    text import is there, and a renamed one keeps its old name (the group verdict was the pilot's)."""
+    import ast
+    import importlib
+
+    text = read(os.path.join(ROOT, "docs", "architecture.md"))
+    imports = [
+        node
+        for block in re.findall(r"```python\n(.*?)```", text, re.S)
+        for node in ast.walk(ast.parse(block))
+        if isinstance(node, ast.ImportFrom) and node.module.startswith("recipe.")
+    ]
+    named = {(node.module, alias.name) for node in imports for alias in node.names}
+    named |= {("recipe.pc.settings", "PCConfigError"), ("recipe.pc.allocation", "PilotVerdict")}
+    assert len(named) > 10
+    missing = [
+        f"{module}.{name}" for module, name in sorted(named) if not hasattr(importlib.import_module(module), name)
+    ]
+    assert missing == []
+
+
 # ---------------------------------------------------------------------- the keys people change most
 def key_rows() -> list[list[str]]:
     return table_rows(section(read(README), "The keys people change most"))

@@ -57,7 +57,7 @@ def not_run_reason(words: list[str]) -> str | None:
 
 
 def test_every_readme_command_that_runs_on_a_cpu_succeeds(tmp_path, monkeypatch):
-    from recipe.pc.main_pc import preflight
+    from recipe.pc.startup_checks import preflight
 
     data_dir = stand_in_data_dir(tmp_path / "data")
     ran = []

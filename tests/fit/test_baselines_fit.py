@@ -98,7 +98,7 @@ def test_with_carry_over_off_dapo_keeps_its_partial_batch_and_rounds_and_pilot_c
         assert sum(e[names.DROPPED_PARTIAL_PROMPTS] for e in ends) > 0
     # Either way every round is counted in some step, and each trained step has B prompts.
     steps = step_records(log)
-    assert sum(s[names.ROUNDS] for s in steps) <= trainer.counters.total_sampling_rounds
+    assert sum(s[names.ROUNDS] for s in steps) <= trainer.counters.gen_round
     updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
     assert all(len(set(c.uids)) == B for c in updates)
 
@@ -120,7 +120,7 @@ def test_dapo_total_training_steps_counts_rounds_or_updates(unit, tmp_path, toke
     )
     trainer.fit()
     rounds = [s[names.ROUNDS] for s in step_records(log)]
-    assert sum(rounds) == trainer.counters.total_sampling_rounds
+    assert sum(rounds) == trainer.counters.gen_round
     if unit == "update":
         assert len(rounds) == budget
     else:

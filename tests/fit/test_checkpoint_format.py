@@ -200,6 +200,21 @@ def test_state_from_another_configuration_is_named(tmp_path, tokenizer):
     assert str(state_path(tmp_path, 2)) in str(err)
 
 
+def test_a_state_is_checked_against_the_settings_its_allocator_names(tmp_path, tokenizer):
+    """Catches: every allocator's state held to Pilot-Commit's buffer settings (a GRPO run refused for a pilot size it
+    never uses), or a skipping state saved under a key its filter does not read back."""
+    grpo = ["algorithm.rollout_allocation=grpo", "data.gen_batch_size=4", "algorithm.skip.enable=true"]
+    fit(tmp_path, tokenizer, 2, ["trainer.save_freq=2", *grpo])
+    state = torch.load(state_path(tmp_path, 2), weights_only=True)
+    assert state["config"] == {} and "skip" in state
+    env_file_logger(tmp_path)
+    resumed = build_trainer(tmp_path, tokenizer, extra=[*grpo, "algorithm.exploration.n=8"])
+    resumed._load_checkpoint()  # accepted: GRPO's state depends on no pilot setting
+    assert resumed.actor_rollout_wg.loaded_step == 2
+    saved = state["skip"]
+    assert resumed.prompt_filter.skipper.streaks == dict(zip(saved["prompt_id"], saved["streak"], strict=True))
+
+
 def test_newer_state_version_is_named(tmp_path, tokenizer):
     fit(tmp_path, tokenizer, 2, ["trainer.save_freq=2"])
     path = state_path(tmp_path, 2)
@@ -266,6 +281,19 @@ def test_a_version_1_state_still_resumes(tmp_path, tokenizer, fixture):
     assert state["version"] == ckpt.VERSION and state["allocator"]["name"] == "pilot_commit"
     trainer._load_pc_state(state)
     assert trainer._pc_state_summary() == expected["summary"]
+
+
+def test_a_state_with_both_round_counters_loads_into_the_one_and_is_refused_when_they_differ():
+    """States written before the trainer kept one round counter hold gen_round and total_sampling_rounds."""
+    from recipe.pc.step import RunCounters
+
+    saved = torch.load(os.path.join(FIXTURES, "state_v1", ckpt.STATE_FILE), weights_only=True)["counters"]
+    counters = RunCounters()
+    counters.load_state_dict(saved)
+    assert counters.gen_round == saved["gen_round"] == saved["total_sampling_rounds"] == 7
+    assert "total_sampling_rounds" not in counters.state_dict()
+    with pytest.raises(ValueError, match="^its round counters gen_round and total_sampling_rounds differ"):
+        RunCounters().load_state_dict({**saved, "total_sampling_rounds": 8})
 
 
 def test_a_state_of_another_allocator_is_refused_before_any_step(tmp_path, tokenizer):

@@ -65,7 +65,7 @@ class OldAssemblyTrainer(RayPCTrainer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.allocator = OldAssemblyAllocator(self.pc, self.rng)
+        self.allocator = self.loop.allocator = OldAssemblyAllocator(self.pc, self.rng)
 
     def _assemble_training_batch(self, step):
         parts = [seg.rows if seg.index is None else seg.rows.select_idxs(seg.index) for seg in step.segments]

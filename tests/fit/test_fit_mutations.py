@@ -154,7 +154,7 @@ def test_colocated_reward_model_scores_each_round_with_the_replicas_asleep(tmp_p
     log = env_file_logger(tmp_path)
     trainer = build_trainer(tmp_path, tokenizer, colocated_rm=True, extra=["trainer.total_training_steps=3"])
     trainer.fit()
-    rounds = trainer.counters.total_sampling_rounds
+    rounds = trainer.counters.gen_round
     assert rounds > 3
     assert trainer.reward_loop_manager.scored_rows == [c.num_rows for c in trainer.async_rollout_manager.calls]
     # One sleep per round for the reward model and one per step for the actor; every sleep ends in a sync.

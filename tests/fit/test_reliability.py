@@ -87,8 +87,10 @@ def test_too_hard_data_trains_on_an_unfilled_batch(tmp_path, tokenizer):
     for s in unfilled:
         assert s[names.PROMPTS_IN_BATCH] % unit == 0 and 0 < s[names.PROMPTS_IN_BATCH] < B
         assert s[names.ROLLOUTS_TRAINED] == s[names.PROMPTS_IN_BATCH] * (N_PILOT + N_COMMIT)
-    for call in (c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"):
-        assert call.num_rows % 16 == 0
+    trained = [c.num_rows for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
+    assert all(rows % 16 == 0 for rows in trained)
+    # The run's trained-rollout counter adds what each step trained, an unfilled batch's smaller count included.
+    assert [s[names.CUMULATIVE_TRAINED] for s in steps] == np.cumsum(trained).tolist()
 
 
 def test_min_train_prompts_above_what_is_collected_keeps_generating(tmp_path, tokenizer):

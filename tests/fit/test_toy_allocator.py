@@ -1,93 +1,125 @@
-"""A new allocator is one module and its registration: one written here, in a temporary module, trains through the
-real fit() on the stand-ins and is simulated by the cost model, with no change to the trainer, settings or simulator."""
+"""A new allocator is one module and its registration: the example of docs/architecture.md, run as written from a
+temporary module, trains through the real fit() on the stand-ins, resumes like an uninterrupted run, stops cleanly when
+it leaves every prompt out, and is simulated and planned through the public tools, with no change to the trainer, the
+settings or the simulator."""
 
 import importlib
+import os
+import re
 import sys
-import textwrap
 
 import numpy as np
-from support import B, build_trainer, compose_pc_config, env_file_logger, step_records
+from support import (
+    FIXTURES,
+    ROOT,
+    B,
+    G,
+    assert_resumed_like,
+    build_trainer,
+    env_file_logger,
+    fit_run,
+    resume_run,
+    step_records,
+)
 
 from recipe.pc import allocators
 from recipe.pc import metric_names as names
 from recipe.pc.allocators import ALLOCATORS
-from recipe.pc.settings import PCSettings
-from recipe.pc_tools.simulate import SimulatedRun
+from recipe.pc.stages import prompt_filter
+from recipe.pc_tools import plan
+from recipe.pc_tools.costmodel import Registered, simulate
 
-TOY = textwrap.dedent(
-    '''
-    """Trains the prompts of a round whose id is even; groups of rollout.n, generated for every new prompt."""
-    import numpy as np
-
-    from recipe.pc.allocation import classify_by_spread, group_rows
-    from recipe.pc.allocators.base import GROUP, Allocator, Request, RoundPlan, RoundResult, Verdict, register
-    from recipe.pc.compact import Segment
+TOY = "skip_agreed"
+USE_TOY = [f"algorithm.rollout_allocation={TOY}"]
+N = 4  # rollout.n in build_trainer
 
 
-    @register
-    class EvenPrompts(Allocator):
-        name = "even_prompts"
-
-        def plan(self, prompts, view):
-            return RoundPlan((Request("all", prompts, self.pc.n_commit, GROUP),))
-
-        def absorb(self, plan, generated, view):
-            rows = generated["all"]
-            values = np.asarray(rows.non_tensor_batch[self.pc.agg_metric], dtype=float)
-            verdict = classify_by_spread(rows.non_tensor_batch["index"], values)
-            ids = verdict.stats.prompt_ids
-            fresh = (ids % 2 == 0) & ~np.isin(ids, list(view.committed_ids))
-            kept = np.flatnonzero(fresh)[: view.needed]
-            rows_kept = rows.select_idxs(group_rows(verdict.stats.first_row[kept], self.pc.n_commit))
-            return RoundResult([Segment(rows_kept)], ids[kept], [Verdict(verdict, values)])
-    '''
-)
+def documented_example(section: str) -> str:
+    """The python block of a section of docs/architecture.md."""
+    text = open(os.path.join(ROOT, "docs", "architecture.md")).read()
+    return re.search(r"```python\n(.*?)```", text[text.index(section) :], re.S).group(1)
 
 
 def load_toy(tmp_path, monkeypatch):
-    (tmp_path / "toy_allocator.py").write_text(TOY)
+    (tmp_path / "toy_allocator.py").write_text(documented_example("## Writing an allocator"))
     monkeypatch.syspath_prepend(str(tmp_path))
     registry = dict(ALLOCATORS)  # the test's own registry, so the toy is gone after it
     monkeypatch.setattr(allocators, "ALLOCATORS", registry)
     monkeypatch.setattr(allocators.base, "ALLOCATORS", registry)
     monkeypatch.delitem(sys.modules, "toy_allocator", raising=False)
     importlib.import_module("toy_allocator")  # what VERL_USE_EXTERNAL_MODULES=toy_allocator does in each process
-    assert "even_prompts" in registry and "even_prompts" not in ALLOCATORS
+    assert TOY in registry and TOY not in ALLOCATORS
 
 
-def test_a_toy_allocator_trains_through_fit(tmp_path, tokenizer, monkeypatch):
+def generated_groups(trainer):
+    """Per generation call: each prompt's rollouts (correct or not), without the padding rows at the end."""
+    calls = []
+    for call in trainer.async_rollout_manager.calls:
+        ids = np.asarray(call.prompt_ids)
+        rows = len(np.unique(ids)) * N  # padding repeats the first rows, so it adds no prompt
+        correct = np.asarray(call.correct[:rows]).reshape(-1, N)
+        calls.append(dict(zip(ids[:rows:N].tolist(), correct, strict=True)))
+    return calls
+
+
+def test_the_documented_allocator_trains_leaves_agreed_prompts_out_and_resumes(tmp_path, tokenizer, monkeypatch):
+    load_toy(tmp_path, monkeypatch)
+    probs = [0.5] * 32 + [0.0] * 4 + [1.0] * 4
+    extra = [*USE_TOY, "trainer.total_training_steps=12", "trainer.save_freq=6"]
+    full = fit_run(tmp_path / "full", tokenizer, extra, probs=probs)
+    assert len(full.steps) == 12 and all(s[names.PROMPTS_IN_BATCH] == B for s in full.steps)
+    agreed = set()
+    for groups in generated_groups(full.trainer):
+        assert not agreed & set(groups), "a prompt whose last group all agreed was generated again"
+        for pid, correct in groups.items():
+            (agreed.add if len(set(correct.tolist())) == 1 else agreed.discard)(pid)
+    assert set(range(32, 40)) <= agreed  # the 0 and 1 prompts, after their first group
+    for call in (c for c in full.trainer.actor_rollout_wg.calls if c.kind == "update_actor"):
+        for uid in set(call.uids):  # every trained group disagrees
+            assert len({a for u, a in zip(call.uids, call.acc, strict=True) if u == uid}) == 2
+    checkpoint = tmp_path / "full" / "ckpt" / "global_step_6"
+    resumed = resume_run(tmp_path / "resumed", tokenizer, extra, checkpoint, probs=probs)
+    assert_resumed_like(resumed, full, 6)
+    assert resumed.trainer.allocator.agreed == full.trainer.allocator.agreed
+
+
+def test_when_every_prompt_is_left_out_nothing_is_generated_and_the_run_stops(tmp_path, tokenizer, monkeypatch, caplog):
+    """Data of only 0/1 pass rates: every group of the first epoch agrees, so the second leaves every prompt out."""
     load_toy(tmp_path, monkeypatch)
     log = env_file_logger(tmp_path)
-    trainer = build_trainer(
-        tmp_path, tokenizer, extra=["algorithm.rollout_allocation=even_prompts", "trainer.total_training_steps=4"]
-    )
-    trainer.fit()
-    updates = [c for c in trainer.actor_rollout_wg.calls if c.kind == "update_actor"]
-    assert len(updates) == len(step_records(log)) == 4
-    for call in updates:
-        ids = np.asarray(call.prompt_ids)
-        assert len(np.unique(ids)) == B and (ids % 2 == 0).all()
-    steps = step_records(log)
-    assert all(s[names.PROMPTS_IN_BATCH] == B for s in steps)
-    assert sum(s[names.ROUNDS] for s in steps) > 4  # half of each round trains: some steps take two
+    trainer = build_trainer(tmp_path, tokenizer, probs=[0.0] * 20 + [1.0] * 20, extra=USE_TOY)
+    with caplog.at_level("WARNING", logger="recipe.pc"):
+        trainer.fit()
+    rounds_an_epoch = 40 // G
+    assert len(trainer.async_rollout_manager.calls) == rounds_an_epoch  # the first epoch's, none after
+    assert trainer.counters.gen_round == 2 * rounds_an_epoch and trainer.counters.epoch == 2
+    assert step_records(log) == [] and not trainer.actor_rollout_wg.calls
+    assert "epoch 1: the allocator left out every prompt of its 5 rounds" in caplog.text
 
 
-def test_a_toy_allocator_is_simulated_by_the_cost_model(tmp_path, monkeypatch):
+def test_the_documented_allocator_is_simulated_and_planned_through_the_public_tools(tmp_path, monkeypatch, capsys):
     load_toy(tmp_path, monkeypatch)
-    settings = PCSettings.from_config(
-        compose_pc_config(
-            [
-                "algorithm.rollout_allocation=even_prompts",
-                "data.train_batch_size=8",
-                "data.gen_batch_size=8",
-                "actor_rollout_ref.rollout.n=4",
-            ]
-        )
-    )
-    rng = np.random.default_rng(0)
-    run = SimulatedRun(settings, np.full(100, 0.5), rng, np.random.default_rng(1))
-    totals = np.array([run.step(step) for step in range(1, 21)])
-    rounds, _, commits, trained = totals[:, :4].T
-    assert (trained == 8).all()  # every step fills with 8 even prompts
-    # Rounds of 8 prompts with about 4 even ones: two rounds a step, more when a round has fewer.
-    assert 2 <= rounds.mean() <= 3 and (commits == rounds * 8 * 4).all()
+    overrides = (*USE_TOY, "data.train_batch_size=8", "data.gen_batch_size=16", "actor_rollout_ref.rollout.n=4")
+    simulated = simulate(np.r_[np.full(50, 0.5), np.zeros(50)], Registered(overrides, "toy"), steps=20, warmup=10)
+    assert (simulated.label, simulated.group_size, simulated.trained_groups_per_step) == ("toy", 4, 8)
+    # The unsolvable half is left out after its first group: a round of 16 prompts generates about 8 groups.
+    assert simulated.commit_rollouts_per_step < simulated.rounds_per_step * 16 * 4 * 0.6
+    sizes = ["--train-batch-size", "4", "--gen-batch-size", "8", "--group-size", "4"]
+    toy = ["--allocator", TOY, "--set", "algorithm.max_num_gen_batches=20", "--simulate", "5"]
+    assert plan.main(["predict", os.path.join(FIXTURES, "plan"), *sizes, *toy]) == 0
+    simulated_table = capsys.readouterr().out.split("simulated (")[1]
+    assert f"| {TOY} n=4 G=8 algorithm.max_num_gen_batches=20 | 4 |" in simulated_table
+
+
+def test_the_documented_prompt_filter_plugs_in_by_one_file_and_one_key(tmp_path, tokenizer, monkeypatch):
+    (tmp_path / "toy_filter.py").write_text(documented_example("## Writing a prompt filter"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(prompt_filter, "PROMPT_FILTERS", dict(prompt_filter.PROMPT_FILTERS))
+    monkeypatch.delitem(sys.modules, "toy_filter", raising=False)
+    importlib.import_module("toy_filter")
+    trainer = fit_run(
+        tmp_path, tokenizer, ["algorithm.prompt_filter=even_ids", "trainer.total_training_steps=3"]
+    ).trainer
+    assert type(trainer.prompt_filter).__name__ == "EvenIds"
+    generated = [np.asarray(c.prompt_ids) for c in trainer.async_rollout_manager.calls]
+    assert len(generated) >= 3 and all((ids % 2 == 0).all() for ids in generated)

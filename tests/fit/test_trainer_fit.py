@@ -78,7 +78,7 @@ def test_old_log_probs_recomputed_for_every_trained_row(finished_run):
 def test_one_generation_call_per_round_and_counters_add_up(finished_run):
     trainer, steps, _, _ = finished_run
     gen_calls = trainer.async_rollout_manager.calls
-    assert len(gen_calls) == trainer.counters.total_sampling_rounds
+    assert len(gen_calls) == trainer.counters.gen_round
     assert trainer.counters.total_consumed_prompts == G * len(gen_calls)
     for call in gen_calls:
         assert call.num_rows % 6 == 0  # padded to lcm(agent workers 3, dp 2)

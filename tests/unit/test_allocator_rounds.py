@@ -9,15 +9,22 @@ import numpy as np
 import pytest
 from support import compose_pc_config, pilot_of, prompt_rows, rollout_rows, round_of
 
+from recipe.pc import metric_names as m
 from recipe.pc.allocators import make_allocator
 from recipe.pc.allocators.base import COMMIT, GROUP, PILOT
 from recipe.pc.settings import PCSettings
-from recipe.pc.step import StepState
+from recipe.pc.stages.prompt_filter import PromptFilter
+from recipe.pc.step import Generation, RunCounters, StepLoop, StepState
 
 
 def allocator(*overrides):
     settings = PCSettings.from_config(compose_pc_config(list(overrides)))
     return make_allocator(settings, np.random.default_rng(0))
+
+
+def step_loop(alloc) -> StepLoop:
+    """The trainer's step loop over ``alloc``, without a prompt filter."""
+    return StepLoop(alloc.pc, alloc, PromptFilter(), RunCounters())
 
 
 def pilot_round(alloc, correct_counts, n, step=1, state=None):
@@ -162,7 +169,7 @@ def test_dapo_trains_the_groups_whose_scores_vary_whatever_their_mean():
     }
     alloc = allocator(
         "algorithm.rollout_allocation=dapo",
-        "algorithm.filter_groups.metric=score",
+        "algorithm.agg_metric=score",
         "data.train_batch_size=6",
         "data.gen_batch_size=6",
         "actor_rollout_ref.rollout.n=4",
@@ -203,3 +210,81 @@ def test_a_step_cut_at_an_epoch_end_keeps_its_counts_and_timings_but_not_its_bat
     )
     assert (fresh.passed, fresh.committed_ids, fresh.segments) == (0, set(), [])
     assert fresh.timing == {"gen": 1.5} and fresh.generation_timings == cut.generation_timings
+
+
+# ------------------------------------------------------------------ the staleness bound, as the allocator applies it
+def test_a_buffered_pilot_commits_up_to_one_step_past_the_bound_and_is_flushed_after_it():
+    """Catches: buffered pilots kept one step longer than algorithm.buffer_max_off_steps allows (or one step less)."""
+    max_off = 1
+    alloc = allocator(
+        "data.train_batch_size=8",
+        "data.gen_batch_size=2",
+        f"algorithm.exploration.n={N_PILOT}",
+        f"algorithm.buffer_max_off_steps={max_off}",
+    )
+    pilot_round(alloc, [2, 2], N_PILOT, step=1)  # both prompts wait in the buffer from step 1
+    for step in range(1, max_off + 2):
+        assert alloc.end_step(step)[m.BUFFER_FLUSHED] == 0, f"flushed after step {step}, within the bound"
+    assert len(alloc.buffer) == 2
+    # Step 2 + max_off: one of them is committed, max_off + 1 steps after its pilot ...
+    state = StepState(committed_ids=set(range(900, 907)))  # the step needs one more prompt
+    commit_round(alloc, state, [0, 0], 200, {100, 101}, step=max_off + 2)
+    assert np.concatenate(state.commit_ages).tolist() == [max_off + 1]
+    # ... and the other is flushed after that step.
+    assert alloc.end_step(max_off + 2)[m.BUFFER_FLUSHED] == 1 and len(alloc.buffer) == 0
+
+
+# ------------------------------------------------------------------ the step's committed prompts, handed to each round
+def test_a_prompt_committed_earlier_in_the_step_is_neither_buffered_nor_committed_again():
+    """Catches: rounds that do not see the prompts the step has already committed (``StepView.committed_ids``): a
+    prompt piloted again in the same step (after an epoch boundary) would be buffered and committed a second time."""
+    alloc = allocator(
+        "data.train_batch_size=4",
+        "data.gen_batch_size=2",
+        f"algorithm.exploration.n={N_PILOT}",
+        f"actor_rollout_ref.rollout.n={N_COMMIT}",
+    )
+    state = StepState()
+
+    def generate(requests):
+        rows = {}
+        for r in requests:  # every pilot in the band (2 of 4 correct), every commit 1 of 3
+            ids = np.repeat(r.prompts.non_tensor_batch["index"], r.n)
+            pattern = [1.0, 1.0, 0.0, 0.0] if r.kind == PILOT else [1.0, 0.0, 0.0]
+            rows[r.name] = rollout_rows(ids, np.tile(pattern, len(ids) // r.n))
+        return Generation(rows)
+
+    loop = step_loop(alloc)
+    for ids in ([100, 101], [200, 201], [100, 101], [300, 301]):  # 100 and 101 come back, as in a new epoch
+        loop.run_round(state, prompt_rows(ids), 1, generate)
+    assert state.committed_ids == {100, 101, 200, 201}
+    trained = np.concatenate([s.column("index") for s in state.segments])
+    assert sorted(np.unique(trained, return_counts=True)[1].tolist()) == [N_PILOT + N_COMMIT] * 4
+    assert not {100, 101} & {e.prompt_id for e in alloc.buffer.entries()}
+
+
+def test_a_plan_without_rows_calls_no_generation_and_hands_back_empty_rows():
+    """Catches: an empty plan or request sent to generation (verl's concat and torch.cat refuse empty lists)."""
+    from recipe.pc.allocators.base import Allocator, Request, RoundPlan, RoundResult
+
+    class LeavesOut(Allocator):
+        def plan(self, prompts, view):
+            if prompts.non_tensor_batch["index"][0] == 1:
+                return RoundPlan(())
+            return RoundPlan((Request("none", prompts.select_idxs([]), 4, GROUP), Request("zero", prompts, 0, GROUP)))
+
+        def absorb(self, plan, generated, view):
+            self.seen.append({name: len(rows) for name, rows in generated.items()})
+            return RoundResult()
+
+    alloc = LeavesOut(allocator().pc, np.random.default_rng(0))
+    alloc.seen = []
+
+    def generate(requests):
+        raise AssertionError(f"generation called for {requests}")
+
+    state, loop = StepState(), step_loop(alloc)
+    for ids in ([1, 2], [3, 4]):
+        loop.run_round(state, prompt_rows(ids), 1, generate)
+    assert alloc.seen == [{}, {"none": 0, "zero": 0}]
+    assert state.sampled_rollouts == 0 and (state.rounds, loop.counters.gen_round) == (2, 2)

@@ -8,9 +8,9 @@ from omegaconf import OmegaConf
 from support import compose_pc_config, write_parquet_rows
 from support import valid_overrides as passing_overrides
 
-from recipe.pc.main_pc import preflight
 from recipe.pc.parallel import check_parallel_sizes
 from recipe.pc.settings import PCConfigError, PCSettings
+from recipe.pc.startup_checks import preflight
 
 PC_KEYS = [
     "data.gen_batch_size",
@@ -139,15 +139,24 @@ def test_typed_values_parse_strictly():
     assert settings.pilot.evict_threshold == 1.0 and isinstance(settings.pilot.evict_threshold, float)
     assert settings.min_train_prompts is None and settings.pilot.n_effective == 6
     dapo = PCSettings.from_config(
-        compose_pc_config(
-            ["algorithm.rollout_allocation=dapo", "algorithm.filter_groups.metric=score", "algorithm.agg_metric=acc"]
-        )
+        compose_pc_config(["algorithm.rollout_allocation=dapo", "algorithm.agg_metric=score"])
     )
-    assert dapo.agg_metric == "score"
-    with pytest.raises(PCConfigError, match=r"^algorithm.filter_groups.max_num_gen_batches="):
-        PCSettings.from_config(
-            compose_pc_config(["algorithm.rollout_allocation=dapo", "algorithm.filter_groups.max_num_gen_batches=x"])
-        )
+    assert dapo.agg_metric == "score"  # one key for every allocator's filter metric
+
+
+@pytest.mark.parametrize(
+    "override, instead",
+    [
+        ("algorithm.filter_groups.metric=score", "algorithm.agg_metric"),
+        ("algorithm.filter_groups.max_num_gen_batches=3", "algorithm.max_num_gen_batches"),
+        ("algorithm.filter_groups.enable=true", "algorithm.rollout_allocation=dapo"),
+    ],
+)
+def test_verls_dapo_keys_are_refused_naming_the_key_read_instead(override, instead):
+    """Catches: a setting of verl's DAPO recipe silently ignored (DAPO here reads every allocator's keys)."""
+    key = override.partition("=")[0]
+    with pytest.raises(PCConfigError, match=rf"^{re.escape(key)}=.* not read here: set {re.escape(instead)} "):
+        PCSettings.from_config(compose_pc_config(["algorithm.rollout_allocation=dapo", override]))
 
 
 @pytest.mark.parametrize("value", ["0", "-2304", "2304.5", "'2304'", "true"])
@@ -205,6 +214,8 @@ def _write_reward(tmp_path) -> str:
     [
         (["algorithm.exploration.n=0"], "algorithm.exploration.n=0"),
         (["trainer.val_rollout_interval=0"], "trainer.val_rollout_interval=0 must be a positive number"),
+        (["algorithm.prompt_filter=nope"], "algorithm.prompt_filter='nope'; choose one of ['all', 'skip']"),
+        (["algorithm.prompt_filter=all", "algorithm.skip.enable=true"], "set one of them"),
         (["trainer.n_gpus_per_node=3"], "does not split over 3 data-parallel ranks"),
         (["actor_rollout_ref.actor.ulysses_sequence_parallel_size=3"], "ulysses_sequence_parallel_size = 3"),
         # With sequence parallel 2, 4 GPUs are 2 data-parallel ranks: 128 rows split, so this passes ...
@@ -259,7 +270,7 @@ def test_preflight_reports_every_failure_and_notes_an_unchecked_hub_id(valid_ove
 def test_hub_model_check_counts_a_cached_copy_and_explains_a_missing_one(tmp_path, monkeypatch):
     import huggingface_hub.constants
 
-    from recipe.pc.main_pc import hub_model_problem
+    from recipe.pc.startup_checks import hub_model_problem
 
     # What HF_HUB_OFFLINE=1 and HF_HOME=tmp_path give a fresh process (huggingface_hub reads them on import).
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
@@ -350,12 +361,11 @@ def test_every_setting_has_its_key_in_the_yaml_and_no_default_in_code():
     PC keys in the YAML itself, the others in verl's ppo_trainer), and no field carries a default of its own."""
     import dataclasses
 
-    from recipe.pc.allocators import ALLOCATORS
     from recipe.pc.settings import yaml_defaults
 
     absent = object()
     composed, own = compose_pc_config([]), yaml_defaults()
-    keys = PCSettings.keys() + [k for cls in ALLOCATORS.values() for k in cls.config_keys.values()]
+    keys = PCSettings.keys()
     for key in keys:
         assert OmegaConf.select(composed, key, default=absent) is not absent, key
         if key.startswith("algorithm.") or key == "data.gen_batch_size":

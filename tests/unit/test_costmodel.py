@@ -204,4 +204,4 @@ def test_configuration_defaults_are_the_trainer_yamls():
     assert (pc.p_lower, pc.p_upper) == (algorithm.diversity_threshold_lower, algorithm.diversity_threshold_upper)
     assert pc.buffer_max_off_steps == algorithm.buffer_max_off_steps
     assert pc.max_num_gen_batches == algorithm.max_num_gen_batches  # was unlimited, against the YAML's 10
-    assert dapo.max_num_gen_batches == algorithm.filter_groups.max_num_gen_batches  # DAPO's own key
+    assert dapo.max_num_gen_batches == algorithm.max_num_gen_batches  # every allocator's key

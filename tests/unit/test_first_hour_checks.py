@@ -24,9 +24,10 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from support import ROOT, build_trainer, compose_pc_config, valid_overrides
 
-from recipe.pc import main_pc
+from recipe.pc import main_pc, startup_checks
 from recipe.pc.known_warnings import KNOWN_VERL_WARNINGS, filter_known_warnings
-from recipe.pc.main_pc import preflight, unknown_key_problems
+from recipe.pc.main_pc import unknown_key_problems
+from recipe.pc.startup_checks import preflight
 
 
 # ---------------------------------------------------------------------- a config that passes every check
@@ -81,8 +82,8 @@ def cpu_machine(monkeypatch):
     import torch
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
-    monkeypatch.setattr(main_pc, "get_platform", lambda: SimpleNamespace(device_name="cuda"))
-    monkeypatch.setattr(main_pc, "_joins_ray_cluster", lambda config: False)
+    monkeypatch.setattr(startup_checks, "get_platform", lambda: SimpleNamespace(device_name="cuda"))
+    monkeypatch.setattr(startup_checks, "_joins_ray_cluster", lambda config: False)
 
 
 def test_a_launch_without_a_gpu_stops_with_one_line(base, cpu_machine):
@@ -95,17 +96,17 @@ def test_a_launch_without_a_gpu_stops_with_one_line(base, cpu_machine):
 def test_gpus_are_counted_only_on_a_launch_that_starts_its_own_ray(base, cpu_machine, monkeypatch):
     assert problems_of(base, fetch_model=False) == []  # a dry run
     assert problems_of(base, fetch_model=True, trainer__device="cpu") == []
-    monkeypatch.setattr(main_pc, "_joins_ray_cluster", lambda config: True)
+    monkeypatch.setattr(startup_checks, "_joins_ray_cluster", lambda config: True)
     assert problems_of(base, fetch_model=True) == []  # a driver joining a cluster may be a head node without GPUs
 
 
 def test_an_address_to_join_counts_as_a_cluster(monkeypatch):
     config = OmegaConf.create({"ray_kwargs": {"ray_init": {"num_cpus": None}}})
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
-    assert main_pc._joins_ray_cluster(config)
+    assert startup_checks._joins_ray_cluster(config)
     monkeypatch.delenv("RAY_ADDRESS")
     config.ray_kwargs.ray_init.address = "10.0.0.2:6379"
-    assert main_pc._joins_ray_cluster(config)
+    assert startup_checks._joins_ray_cluster(config)
 
 
 def test_an_explicit_cpu_device_is_checked_before_verl_turns_it_into_cuda(base, cpu_machine, monkeypatch):
@@ -437,7 +438,7 @@ def test_every_import_of_the_tests_is_declared_with_the_test_extra():
 
 
 def test_the_report_folder_is_git_ignored():
-    # python -m recipe.pc.report writes report/ under the working directory by default (its --out).
+    # python -m recipe.pc_tools.report writes report/ under the working directory by default (its --out).
     from recipe.pc_tools.report import DEFAULT_OUT
 
     with open(os.path.join(ROOT, ".gitignore")) as f:

@@ -16,9 +16,9 @@ from support import LOG_PROB, REF, UPDATE, compose_pc_config, stand_in_model, wr
 from verl.utils import tensordict_utils as tu
 from verl.workers.engine.utils import prepare_micro_batches
 
-from recipe.pc.main_pc import _check_pc, preflight
 from recipe.pc.parallel import MicroBatch, MicroBatches, check_parallel_sizes, micro_batches, trainable_unit
 from recipe.pc.settings import PCConfigError, PCSettings
+from recipe.pc.startup_checks import _check_pc, preflight
 
 ARR = "actor_rollout_ref"
 

@@ -1,5 +1,5 @@
-"""recipe.pc_tools.plan (``python -m recipe.pc.plan``) on a tiny committed dump, its commands and the old command
-lines without one, and its errors on dumps it cannot use."""
+"""recipe.pc_tools.plan (``python -m recipe.pc_tools.plan``) on a tiny committed dump: its commands, and its errors on
+dumps it cannot use."""
 
 import json
 import os
@@ -25,7 +25,9 @@ def rows_of(step):
 
 
 def test_command_runs_on_the_fixture(capsys):
-    assert run_module("recipe.pc.plan", FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8") == 0
+    assert (
+        run_module("recipe.pc_tools.plan", "predict", FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8") == 0
+    )
     out = capsys.readouterr().out
     assert "16 prompts, 160 rollouts from steps 1..3 (3 files)" in out
     for label in ("GRPO n=16", "DAPO n=16 G=8", "PC 2+14 G=8", "PC 4+12 G=8", "PC 8+8 G=8"):
@@ -86,22 +88,37 @@ def write_dump(tmp_path, drop_key):
     ],
 )
 def test_dump_without_ids_or_metric_says_what_to_run(tmp_path, capsys, drop, args, message):
-    assert plan.main([write_dump(tmp_path, drop), *args]) == 2
+    assert plan.main(["predict", write_dump(tmp_path, drop), *args]) == 2
     err = capsys.readouterr().err
     assert message in err and "1.jsonl line 1" in err
     assert "trainer.rollout_data_dir=DIR" in err
 
 
 def test_other_bad_inputs(tmp_path, capsys):
-    assert plan.main([str(tmp_path)]) == 2
+    assert plan.main(["predict", str(tmp_path)]) == 2
     assert "no <step>.jsonl files" in capsys.readouterr().err
     shutil.copy(os.path.join(FIXTURE, "1.jsonl"), tmp_path / "1.jsonl")
-    assert plan.main([str(tmp_path), "--steps", "5:9"]) == 2
+    assert plan.main(["predict", str(tmp_path), "--steps", "5:9"]) == 2
     assert "has steps 1..1" in capsys.readouterr().err
-    assert plan.main([FIXTURE, "--pc", "4-12"]) == 2
+    assert plan.main(["predict", FIXTURE, "--pc", "4-12"]) == 2
     assert "--pc" in capsys.readouterr().err
-    assert plan.main([FIXTURE, "--p-lower", "0.9", "--p-upper", "0.5"]) == 2
+    assert plan.main(["predict", FIXTURE, "--p-lower", "0.9", "--p-upper", "0.5"]) == 2
     assert "diversity_threshold_lower" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--allocator", "dapo"], "--allocator dapo is simulated (it has no analytic model): add --simulate"),
+        (["--set", "data.gen_batch_size=8", "--simulate", "5"], "--set overrides the config of the --allocator"),
+        (["--allocator", "nope", "--simulate", "5"], "algorithm.rollout_allocation='nope'; choose one of"),
+        (["--allocator", "dapo", "--set", "data.gen_size=8", "--simulate", "5"], "data.gen_size is not a key of"),
+        (["--allocator", "dapo", "--set", "data.gen_batch_size", "--simulate", "5"], "expected an override KEY=VALUE"),
+    ],
+)
+def test_a_registered_allocator_needs_the_simulator_a_known_name_and_known_keys(capsys, args, message):
+    assert plan.main(["predict", FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8", *args]) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_train_prompts_notes_the_pc_splits_that_would_pass_over_the_set_more_than_twice(capsys):
@@ -113,7 +130,7 @@ def test_train_prompts_notes_the_pc_splits_that_would_pass_over_the_set_more_tha
     }
     # The fixture has 3 steps: a split's rounds a step x 8 prompts x 3 steps over the training prompts.
     for prompts in (10, 30, 100000):
-        assert plan.main([FIXTURE, *args, "--train-prompts", str(prompts)]) == 0
+        assert plan.main(["predict", FIXTURE, *args, "--train-prompts", str(prompts)]) == 0
         out = capsys.readouterr().out
         for label, r in rounds.items():
             passes = r * 8 * 3 / prompts
@@ -121,11 +138,10 @@ def test_train_prompts_notes_the_pc_splits_that_would_pass_over_the_set_more_tha
             assert (note + f"{passes:.1f} times in 3 steps") in out if passes > 2 else note not in out
         assert "note: GRPO" not in out and "note: DAPO" not in out  # eviction is PC's
     assert any(r * 8 * 3 / 10 > 2 for r in rounds.values()) and all(r * 8 * 3 / 100000 <= 2 for r in rounds.values())
-    assert plan.main([FIXTURE, *args]) == 0
+    assert plan.main(["predict", FIXTURE, *args]) == 0
     assert "pass over the" not in capsys.readouterr().out
-    for bad in (["--train-prompts", "0"], ["--train-prompts", "50", "--by-source"]):
-        assert plan.main([FIXTURE, *args, *bad]) == 2
-        assert "--train-prompts" in capsys.readouterr().err
+    assert plan.main(["predict", FIXTURE, *args, "--train-prompts", "0"]) == 2
+    assert "--train-prompts" in capsys.readouterr().err
 
 
 def test_gzipped_dumps_read_the_same(tmp_path):
@@ -166,7 +182,7 @@ def _write_metrics(path, per_step: dict[int, tuple[int, int, int, int]], explore
 def test_measured_runs_sit_beside_the_prediction_of_their_configuration(tmp_path, capsys):
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12"]
     log = _write_metrics(tmp_path / "pc.jsonl", {1: (300, 2, 3, 16), 2: (100, 1, 5, 8), 3: (200, 1, 4, 8)})
-    assert plan.main([FIXTURE, *args, "--window", "2", "--measured", f"pc:4+12={log}"]) == 0
+    assert plan.main(["check", FIXTURE, *args, "--window", "2", "--measured", f"pc:4+12={log}"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert len(table) == 2 + 3  # header, rule, windows 1..2 and 3..3, then "all"
     config = PilotCommit(4, 12, 8, 4)
@@ -212,7 +228,7 @@ def test_per_step_predicts_each_logged_step_from_its_own_rates_then_averages(tmp
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--window", "2", "--per-step"]
     config = PilotCommit(4, 12, 8, 4)
     log = _write_metrics(tmp_path / "pc.jsonl", {1: (300, 2, 3, 16), 2: (100, 1, 5, 8), 3: (200, 1, 4, 8)})
-    assert plan.main([FIXTURE, *args, "--measured", f"pc:4+12={log}"]) == 0
+    assert plan.main(["check", FIXTURE, *args, "--measured", f"pc:4+12={log}"]) == 0
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()[2:]]
     step = {k: predict(_rates(k), config) for k in (1, 2, 3)}
     pooled = predict(pass_rates(*read_pass_counts(step_files(FIXTURE, (1, 2)), "acc")[1:], (0.0, 0.0)), config)
@@ -233,17 +249,17 @@ def test_per_step_predicts_each_logged_step_from_its_own_rates_then_averages(tmp
     assert rows[1][4] == f"{step[3].rollouts_per_step:.0f}"
     # A step the run did not log (here 2) is left out of its window's prediction.
     short = _write_metrics(tmp_path / "short.jsonl", {1: (300, 2, 3, 16), 3: (200, 1, 4, 8)})
-    assert plan.main([FIXTURE, *args, "--measured", f"pc:4+12={short}"]) == 0
+    assert plan.main(["check", FIXTURE, *args, "--measured", f"pc:4+12={short}"]) == 0
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()[2:]]
     assert rows[0][3] == "1" and rows[0][4] == f"{step[1].rollouts_per_step:.0f}"
-    assert plan.main([FIXTURE, "--per-step", "--simulate", "5"]) == 2
+    assert plan.main(["predict", FIXTURE, "--per-step", "--simulate", "5"]) == 2
     assert "--per-step predicts step by step" in capsys.readouterr().err
 
 
 def test_per_step_prediction_without_a_run_is_the_mean_of_each_steps_prediction(capsys):
     """Catches: the plain prediction pooling the steps' rates (fewer rounds where rates move) or averaging a ratio."""
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--steps", "1:2"]
-    assert plan.main([FIXTURE, *args, "--per-step"]) == 0
+    assert plan.main(["predict", FIXTURE, *args, "--per-step"]) == 0
     out = capsys.readouterr().out
     assert "per step: each dumped step predicted from its own pass rates" in out
     cells = ([c.strip() for c in line.strip("|").split("|")] for line in out.splitlines())
@@ -256,7 +272,7 @@ def test_per_step_prediction_without_a_run_is_the_mean_of_each_steps_prediction(
     informative = (step[0].informative_groups_per_step + step[1].informative_groups_per_step) / 2
     assert pc[7] == f"{informative:.1f}"
     assert pc[9] == f"{(step[0].rollouts_per_step + step[1].rollouts_per_step) / 2 / informative:.1f}"
-    assert plan.main([FIXTURE, *args]) == 0  # pooled: a different number on this fixture
+    assert plan.main(["predict", FIXTURE, *args]) == 0  # pooled: a different number on this fixture
     pooled = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()]
     assert [r for r in pooled if r[0] == config.label][0][5] != pc[5]
 
@@ -268,7 +284,7 @@ def test_per_step_names_a_configuration_whose_steps_never_fill(tmp_path, capsys)
         if step == 1:  # the format not learned yet: every rollout wrong
             rows = [{**row, "acc": 0, "score": 0.0} for row in rows]
         (tmp_path / f"{step}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    args = [str(tmp_path), "--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--per-step"]
+    args = ["predict", str(tmp_path), "--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--per-step"]
     assert plan.main([*args, "--max-num-gen-batches", "0"]) == 0  # no round limit
     out = capsys.readouterr().out
     assert "note: PC 4+12 G=8: 1 of 2 steps never fill on their own rates" in out
@@ -278,8 +294,6 @@ def test_per_step_names_a_configuration_whose_steps_never_fill(tmp_path, capsys)
     assert "never fill" not in out
     pc = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| PC")][0]
     assert float(pc[2]) <= 10 and float(pc[6]) < 4  # rounds capped; fewer than 4 groups trained on average
-    assert plan.main([*args, "--by-source"]) == 2
-    assert "--per-step is for predictions" in capsys.readouterr().err
 
 
 def test_per_step_edges_a_gap_a_step_without_candidates_an_unreached_window_and_sources(tmp_path, capsys):
@@ -288,7 +302,7 @@ def test_per_step_edges_a_gap_a_step_without_candidates_an_unreached_window_and_
     step = {k: predict(_rates(k), config) for k in (1, 2, 3)}
 
     def table(log, *extra):
-        assert plan.main([FIXTURE, *args, *extra, "--measured", f"pc:4+12={log}"]) == 0
+        assert plan.main(["check", FIXTURE, *args, *extra, "--measured", f"pc:4+12={log}"]) == 0
         return [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()[2:]]
 
     # Step 2 had no filter candidates: its at-rate is unknown, so the window's is step 1's alone; the measured side
@@ -313,7 +327,7 @@ def test_per_step_edges_a_gap_a_step_without_candidates_an_unreached_window_and_
     for k in (1, 3):
         shutil.copy(os.path.join(FIXTURE, f"{k}.jsonl"), gap / f"{k}.jsonl")
     log = _write_metrics(tmp_path / "d.jsonl", {1: (300, 2, 3, 16), 2: (999, 9, 1, 8), 3: (200, 1, 4, 8)})
-    assert plan.main([str(gap), *args, "--measured", f"pc:4+12={log}"]) == 0
+    assert plan.main(["check", str(gap), *args, "--measured", f"pc:4+12={log}"]) == 0
     row = [c.strip() for c in capsys.readouterr().out.splitlines()[2].strip("|").split("|")]
     assert row[0] == "1..3" and row[3] == "2" and row[5] == "250" and row[8] == "1.50"
     # --sources: each step keeps its prompts of those sources; a step may have none of one of them.
@@ -323,7 +337,10 @@ def test_per_step_edges_a_gap_a_step_without_candidates_an_unreached_window_and_
             line["data_source"] = "a" if line["prompt_id"] % 2 == 0 else ("b" if k == 1 else "c")
         (tmp_path / f"{k}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     log = _write_metrics(tmp_path / "c.jsonl", {1: (300, 2, 3, 16), 2: (100, 1, 5, 8)})
-    assert plan.main([str(tmp_path), *args, "--steps", "1:2", "--sources", "a,b", "--measured", f"pc:4+12={log}"]) == 0
+    assert (
+        plan.main(["check", str(tmp_path), *args, "--steps", "1:2", "--sources", "a,b", "--measured", f"pc:4+12={log}"])
+        == 0
+    )
     row = [c.strip() for c in capsys.readouterr().out.splitlines()[2].strip("|").split("|")]
     files = step_files(str(tmp_path), (1, 2))
     step_rates = []
@@ -333,13 +350,16 @@ def test_per_step_edges_a_gap_a_step_without_candidates_an_unreached_window_and_
         step_rates.append(pass_rates(seen[keep], wins[keep], (0, 0)))
     want = np.mean([predict(r, config).rollouts_per_step for r in step_rates])
     assert row[4] == f"{want:.0f}"
-    assert plan.main([str(tmp_path), *args, "--steps", "2:2", "--sources", "a,b", "--measured", f"pc:4+12={log}"]) == 2
+    assert (
+        plan.main(["check", str(tmp_path), *args, "--steps", "2:2", "--sources", "a,b", "--measured", f"pc:4+12={log}"])
+        == 2
+    )
     assert "no prompt of ['b'] in steps 2..2" in capsys.readouterr().err  # checked once per window
 
 
 def test_a_window_the_run_did_not_reach_shows_a_dash_and_grpo_has_no_filter_rate(tmp_path, capsys):
     log = _write_metrics(tmp_path / "grpo.jsonl", {1: (64, 1, 16, 16), 2: (64, 1, 16, 16)}, explore=0)  # to step 2
-    assert plan.main([FIXTURE, "--window", "2", "--measured", f"grpo={log}"]) == 0
+    assert plan.main(["check", FIXTURE, "--window", "2", "--measured", f"grpo={log}"]) == 0
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()[2:]]
     assert [r[0] for r in rows] == ["1..2", "3..3", "all"]
     assert rows[1][3] == "0" and rows[1][5:] == ["—", "—", "1.00", "—", "—", "—", "—", "—"]
@@ -349,27 +369,23 @@ def test_a_window_the_run_did_not_reach_shows_a_dash_and_grpo_has_no_filter_rate
 
 def test_measured_errors_name_the_problem(tmp_path, capsys):
     log = _write_metrics(tmp_path / "run.jsonl", {5: (100, 1, 1, 8)})
-    assert plan.main([FIXTURE, "--measured", f"pc:3+13={log}"]) == 2
+    assert plan.main(["check", FIXTURE, "--measured", f"pc:3+13={log}"]) == 2
     assert "names none of the configurations" in capsys.readouterr().err
-    assert plan.main([FIXTURE, "--measured", f"grpo={log}"]) == 2
+    assert plan.main(["check", FIXTURE, "--measured", f"grpo={log}"]) == 2
     assert "no training step logged in steps 1..3" in capsys.readouterr().err
     pc_log = _write_metrics(tmp_path / "pc.jsonl", {1: (900, 2, 3, 16)}, explore=384)
-    assert plan.main([FIXTURE, "--measured", f"grpo={pc_log}"]) == 2
+    assert plan.main(["check", FIXTURE, "--measured", f"grpo={pc_log}"]) == 2
     assert "has pilot rollouts, so it is not a run of GRPO n=16" in capsys.readouterr().err
     grpo_log = _write_metrics(tmp_path / "grpo.jsonl", {1: (512, 1, 32, 32)}, explore=0)
-    assert plan.main([FIXTURE, "--measured", f"pc:4+12={grpo_log}"]) == 2
+    assert plan.main(["check", FIXTURE, "--measured", f"pc:4+12={grpo_log}"]) == 2
     assert "has no pilot rollouts, so it is not a run of PC 4+12" in capsys.readouterr().err
-    assert plan.main([FIXTURE, "--measured", f"grpo={log}", "--by-source"]) == 2
-    assert "run --by-source/--histogram separately" in capsys.readouterr().err
-    assert plan.main([FIXTURE, "--window", "2"]) == 2
-    assert "--window applies to" in capsys.readouterr().err
-    assert plan.main([FIXTURE, "--measured", "grpo"]) == 2
+    assert plan.main(["check", FIXTURE, "--measured", "grpo"]) == 2
     assert "expected KIND=METRICS" in capsys.readouterr().err
     bare = tmp_path / "bare.jsonl"
     bare.write_text(json.dumps({"step": 1, "data": {"critic/score/mean": 0.5}}) + "\n")
-    assert plan.main([FIXTURE, "--measured", f"grpo={bare}"]) == 2
+    assert plan.main(["check", FIXTURE, "--measured", f"grpo={bare}"]) == 2
     assert "num_rollouts_sample" in capsys.readouterr().err
-    assert plan.main([FIXTURE, "--window", "0", "--measured", f"grpo={log}"]) == 2
+    assert plan.main(["check", FIXTURE, "--window", "0", "--measured", f"grpo={log}"]) == 2
 
 
 def test_pass_rates_by_source_and_histogram(tmp_path, capsys):
@@ -378,7 +394,7 @@ def test_pass_rates_by_source_and_histogram(tmp_path, capsys):
         row["data_source"] = "a" if row["prompt_id"] % 2 == 0 else "b"
     (tmp_path / "1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     png = tmp_path / "hist.png"
-    assert plan.main([str(tmp_path), "--by-source", "--histogram", str(png)]) == 0
+    assert plan.main(["sources", str(tmp_path), "--table", "--histogram", str(png)]) == 0
     lines = capsys.readouterr().out.splitlines()
     ids, seen, wins = read_pass_counts(step_files(str(tmp_path), (None, None)), "acc")
     rates = wins / seen
@@ -410,7 +426,7 @@ def test_sources_predict_a_mix_made_of_some_of_the_dumps_sources(tmp_path, capsy
     ids, seen, wins = read_pass_counts(step_files(dump, (None, None)), "acc")
     even = ids % 2 == 0
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12"]
-    assert plan.main([dump, *args, "--sources", " a, "]) == 0  # spaces and an empty entry are ignored
+    assert plan.main(["predict", dump, *args, "--sources", " a, "]) == 0  # spaces and an empty entry are ignored
     out = capsys.readouterr().out
     assert out.startswith(f"{even.sum()} prompts, {int(seen[even].sum())} rollouts") and "data sources a" in out
     subset, everything = (pass_rates(seen[m], wins[m], (0.0, 0.0)) for m in (even, ids >= 0))
@@ -420,22 +436,20 @@ def test_sources_predict_a_mix_made_of_some_of_the_dumps_sources(tmp_path, capsy
     assert predict(subset, config).rollouts_per_step != predict(everything, config).rollouts_per_step
     # The comparison with a run predicts from the same subset.
     log = _write_metrics(tmp_path / "pc.jsonl", {1: (300, 2, 3, 16)}, explore=64)
-    assert plan.main([dump, *args, "--sources", "a", "--measured", f"pc:4+12={log}"]) == 0
+    assert plan.main(["check", dump, *args, "--sources", "a", "--measured", f"pc:4+12={log}"]) == 0
     row = [c.strip() for c in capsys.readouterr().out.splitlines()[2].strip("|").split("|")]
     assert row[4] == f"{predict(subset, config).rollouts_per_step:.0f}"
 
 
 def test_sources_errors(tmp_path, capsys):
     dump = _two_source_dump(tmp_path)
-    assert plan.main([dump, "--sources", "a,c"]) == 2
+    assert plan.main(["predict", dump, "--sources", "a,c"]) == 2
     assert "--sources: no prompt of ['c'] in steps 1..1; the dump has ['a', 'b']" in capsys.readouterr().err
-    assert plan.main([dump, "--sources", "a", "--by-source"]) == 2
-    assert "--by-source already splits them" in capsys.readouterr().err
 
 
 def test_screening_and_down_sampling_flags_reach_the_model_and_the_comparison(tmp_path, capsys):
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--group-size", "16", "--pc", "4+12"]
-    assert plan.main([FIXTURE, *args, "--screen-n", "2", "--downsample-n", "24"]) == 0
+    assert plan.main(["predict", FIXTURE, *args, "--screen-n", "2", "--downsample-n", "24"]) == 0
     out = capsys.readouterr().out
     _, seen, wins = read_pass_counts(step_files(FIXTURE, (None, None)), "acc")
     rates = pass_rates(seen, wins, (0.0, 0.0))
@@ -446,11 +460,11 @@ def test_screening_and_down_sampling_flags_reach_the_model_and_the_comparison(tm
     # Against a screened run: the at-own-rate column uses the logged pass rate and the share not screened out.
     screened = {"filtering_stats/screened_out_count": 4}
     log = _write_metrics(tmp_path / "pc.jsonl", dict.fromkeys((1, 2, 3), (250, 2, 3, 16)), explore=40, **screened)
-    assert plan.main([FIXTURE, *args, "--screen-n", "2", "--measured", f"pc:4+12={log}"]) == 0
+    assert plan.main(["check", FIXTURE, *args, "--screen-n", "2", "--measured", f"pc:4+12={log}"]) == 0
     row = [c.strip() for c in capsys.readouterr().out.splitlines()[2].strip("|").split("|")]
     want = predict_at_filter_rate(3 / 16, PilotCommit(4, 12, 8, 4, screen_n=2), screen_mixed=1 - 4 / 16)
     assert row[10:12] == ["0.188", f"{want.rollouts_per_step:.0f}"]
-    assert plan.main([FIXTURE, *args, "--downsample-n", "8"]) == 2  # fewer generated than trained
+    assert plan.main(["predict", FIXTURE, *args, "--downsample-n", "8"]) == 2  # fewer generated than trained
     assert "algorithm.downsample.n=8" in capsys.readouterr().err
 
 
@@ -470,15 +484,15 @@ def test_a_run_must_match_the_stages_it_is_measured_against(tmp_path, capsys):
         ([], downsampled, "has down-sampled rollouts"),
         (["--downsample-n", "24"], unscreened, "has no down-sampled rollouts"),
     ):
-        assert plan.main([FIXTURE, *args, *extra, "--measured", f"pc:4+12={path}"]) == 2
+        assert plan.main(["check", FIXTURE, *args, *extra, "--measured", f"pc:4+12={path}"]) == 2
         assert message in capsys.readouterr().err
-    assert plan.main([FIXTURE, *args, "--screen-n", "2", "--measured", f"pc:4+12={screened}"]) == 0
+    assert plan.main(["check", FIXTURE, *args, "--screen-n", "2", "--measured", f"pc:4+12={screened}"]) == 0
     capsys.readouterr()
     # Without --pc the default grid keeps the splits whose pilot is longer than the screen.
-    assert plan.main([FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8", "--screen-n", "4"]) == 0
+    assert plan.main(["predict", FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8", "--screen-n", "4"]) == 0
     labels = [line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| PC")]
     assert labels == ["PC 8+8 G=8 screen 4"]
-    assert plan.main([FIXTURE, "--train-batch-size", "4", "--screen-n", "8"]) == 2
+    assert plan.main(["predict", FIXTURE, "--train-batch-size", "4", "--screen-n", "8"]) == 2
     assert "no default split has a longer pilot" in capsys.readouterr().err
 
 
@@ -486,7 +500,7 @@ def test_simulated_runs_from_the_start_with_skipping_and_the_runs_prompt_count(c
 
     args = ["--train-batch-size", "4", "--gen-batch-size", "8", "--group-size", "16", "--pc", "4+12"]
     sim = ["--simulate", "6", "--simulate-warmup", "0", "--simulate-runs", "3", "--prompts", "50", "--skip"]
-    assert plan.main([FIXTURE, *args, *sim]) == 0
+    assert plan.main(["predict", FIXTURE, *args, *sim]) == 0
     out = capsys.readouterr().out
     assert "simulated (6 steps after 0, 3 run(s), 50 prompts drawn from these):" in out
     _, seen, wins = read_pass_counts(step_files(FIXTURE, (None, None)), "acc")
@@ -497,39 +511,37 @@ def test_simulated_runs_from_the_start_with_skipping_and_the_runs_prompt_count(c
         assert f"| {want.label} | 16 | {want.rounds_per_step:.2f} | {want.pilot_rollouts_per_step:.0f} |" in out
     # Each of these only tunes the simulator: refused without it, naming the flag.
     for flag in (["--skip"], ["--prompts", "50"], ["--simulate-warmup", "0"], ["--simulate-runs", "2"]):
-        assert plan.main([FIXTURE, *args, *flag]) == 2
+        assert plan.main(["predict", FIXTURE, *args, *flag]) == 2
         assert f"{flag[0]} set(s) the simulator: add --simulate STEPS" in capsys.readouterr().err
-    assert plan.main([FIXTURE, *args, "--simulate", "2", "--prompts", "0"]) == 2
+    assert plan.main(["predict", FIXTURE, *args, "--simulate", "2", "--prompts", "0"]) == 2
 
 
-# ------------------------------------------------------------------ commands, and the old form without one
+# ------------------------------------------------------------------ the commands and the options each refuses
 def _out(argv, capsys) -> str:
     assert plan.main(argv) == 0
     return capsys.readouterr().out
 
 
-def test_predict_command_prints_what_the_old_form_printed(capsys):
+def test_predict_command_and_the_options_it_refuses(capsys):
     args = [FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--train-prompts", "10"]
     out = _out(["predict", *args], capsys)
     assert "16 prompts, 160 rollouts from steps 1..3 (3 files)" in out and "| PC 4+12 G=8 | 16 |" in out
     assert "note: PC 4+12 G=8:" in out and "recommended: " in out
-    assert out == _out(args, capsys)
     # Its own checks, now in its parser: the simulator's options need --simulate; --per-step excludes it.
     assert plan.main(["predict", FIXTURE, "--skip"]) == 2
     assert "--skip set(s) the simulator: add --simulate STEPS" in capsys.readouterr().err
     assert plan.main(["predict", FIXTURE, "--per-step", "--simulate", "5"]) == 2
     assert "--per-step predicts step by step" in capsys.readouterr().err
-    for bad in (["--measured", "grpo=x.jsonl"], ["--window", "2"], ["--by-source"]):  # other commands' options
+    for bad in (["--measured", "grpo=x.jsonl"], ["--window", "2"], ["--table"]):  # other commands' options
         assert plan.main(["predict", FIXTURE, *bad]) == 2
         assert "unrecognized arguments" in capsys.readouterr().err
 
 
-def test_check_command_prints_what_the_old_form_printed(tmp_path, capsys):
+def test_check_command_and_the_options_it_refuses(tmp_path, capsys):
     log = _write_metrics(tmp_path / "pc.jsonl", {1: (300, 2, 3, 16), 2: (100, 1, 5, 8), 3: (200, 1, 4, 8)})
     args = [FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--window", "2"]
     out = _out(["check", *args, "--measured", f"pc:4+12={log}"], capsys)
     assert out.splitlines()[0].startswith("| steps | configuration | run |") and len(out.splitlines()) == 5
-    assert out == _out([*args, "--measured", f"pc:4+12={log}"], capsys)
     assert plan.main(["check", FIXTURE]) == 2
     assert "the following arguments are required: --measured" in capsys.readouterr().err
     for bad in (["--simulate", "5"], ["--train-prompts", "10"]):  # predict's options
@@ -543,7 +555,7 @@ def test_sources_command_prints_the_table_unless_only_a_histogram_is_asked_for(t
     dump = _two_source_dump(tmp_path)
     table = _out(["sources", dump], capsys)
     assert table.splitlines()[0].startswith("| steps | data source | prompts |") and len(table.splitlines()) == 5
-    assert table == _out(["sources", dump, "--table"], capsys) == _out([dump, "--by-source"], capsys)
+    assert table == _out(["sources", dump, "--table"], capsys)
     png = tmp_path / "hist.png"
     assert _out(["sources", dump, "--histogram", str(png)], capsys) == ""  # as the old --histogram alone
     assert png.stat().st_size > 1000
@@ -553,44 +565,12 @@ def test_sources_command_prints_the_table_unless_only_a_histogram_is_asked_for(t
         assert "unrecognized arguments" in capsys.readouterr().err
 
 
-# Old command lines (README, docs/results/regimes/make_tables.sh) and the commands they are read as.
-OLD_AND_NEW = [
-    ("D", "predict D"),
-    (
-        "D --steps 11:30 --group-size 64 --train-batch-size 12 --gen-batch-size 36 --pc 16+48,8+56,4+60",
-        "predict D --steps 11:30 --group-size 64 --train-batch-size 12 --gen-batch-size 36 --pc 16+48,8+56,4+60",
-    ),
-    ("--pc 4+12 D --screen-n 2 --downsample-n 24", "predict D --pc 4+12 --screen-n 2 --downsample-n 24"),
-    (
-        "D --pc 4+12 --simulate 30 --simulate-warmup 0 --simulate-runs 20 --prompts 480 --skip",
-        "predict D --pc 4+12 --simulate 30 --simulate-warmup 0 --simulate-runs 20 --prompts 480 --skip",
-    ),
-    (
-        "D --steps 1:30 --pc 4+12 --per-step --train-prompts 480",
-        "predict D --steps 1:30 --pc 4+12 --per-step --train-prompts 480",
-    ),
-    (
-        "D --sources arith_l2,arith_l3 --metric score --prior 1,1",
-        "predict D --sources arith_l2,arith_l3 --metric score --prior 1,1",
-    ),
-    (
-        "D --pc 4+12 --window 10 --measured pc:4+12=pc.jsonl --measured dapo=d.jsonl",
-        "check D --pc 4+12 --window 10 --measured pc:4+12=pc.jsonl --measured dapo=d.jsonl",
-    ),
-    ("D --per-step --measured=grpo=g.jsonl --sources a", "check D --measured grpo=g.jsonl --per-step --sources a"),
-    ("D --window 10 --by-source", "sources D --window 10"),
-    ("D --by-source --histogram h.png", "sources D --table --histogram h.png"),
-    ("D --histogram h.png --steps 1:10", "sources D --steps 1:10 --histogram h.png"),
-    # What the old form read and then ignored in that mode (a prediction's options beside --by-source, the simulator
-    # beside --measured) it still ignores.
-    ("D --by-source --pc 4+12 --group-size 64", "sources D"),
-    ("D --measured grpo=g.jsonl --simulate 5", "check D --measured grpo=g.jsonl"),
-]
-
-
-@pytest.mark.parametrize("old,new", OLD_AND_NEW)
-def test_old_command_lines_without_a_command_parse_to_the_commands(old, new):
-    assert plan.parse_args(old.split()) == plan.parse_args(new.split())
+def test_a_command_line_without_a_command_or_with_an_old_flag_is_refused(capsys):
+    """One form of each command line: the old form without a command, and its --by-source, are gone."""
+    assert plan.main([FIXTURE, "--pc", "4+12"]) == 2
+    assert "invalid choice" in capsys.readouterr().err
+    assert plan.main(["sources", FIXTURE, "--by-source"]) == 2
+    assert "unrecognized arguments: --by-source" in capsys.readouterr().err
 
 
 def test_defaults_are_the_trainer_yamls():

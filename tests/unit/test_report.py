@@ -1,4 +1,4 @@
-"""recipe.pc_tools.report (``python -m recipe.pc.report``) on synthetic logs in the three input formats, with
+"""recipe.pc_tools.report (``python -m recipe.pc_tools.report``) on synthetic logs in the three input formats, with
 hand-computed expected numbers.
 
 Runs (training steps 1..6, validation at steps 0, 2, 4, 6; accuracy = mean of aime and math):
@@ -633,7 +633,7 @@ def test_bad_options_are_argument_errors(logs, tmp_path, capsys):
 def test_cli_writes_table_and_plot(logs, tmp_path, monkeypatch, capsys):
     out = tmp_path / "report"
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    assert run_module("recipe.pc.report", *specs(logs), "--smooth", "2", "--out", str(out)) == 0
+    assert run_module("recipe.pc_tools.report", *specs(logs), "--smooth", "2", "--out", str(out)) == 0
     result = capsys.readouterr()
     assert result.out == (out / "table.md").read_text()
     assert f"wrote {out / 'accuracy_vs_rollouts.png'}" in result.err

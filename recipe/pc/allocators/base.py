@@ -15,14 +15,17 @@ Allocators are plain Python and numpy over DataProto rows: no Ray, no GPU. A new
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from verl import DataProto
 
-from recipe.pc.allocation import GroupStats, PilotVerdict
+from recipe.pc.allocation import GroupStats, GroupVerdict
 from recipe.pc.compact import Segment
-from recipe.pc.settings import PCConfigError, PCSettings
+from recipe.pc.errors import PCConfigError
+
+if TYPE_CHECKING:  # the settings look allocators up: only type checkers read this import
+    from recipe.pc.settings import PCSettings
 
 # Request kinds: "pilot" rows count as exploration and are tagged as pilots; "commit" and "group" rows may train.
 PILOT, COMMIT, GROUP = "pilot", "commit", "group"
@@ -30,16 +33,26 @@ PILOT, COMMIT, GROUP = "pilot", "commit", "group"
 
 @dataclass(frozen=True)
 class Request:
-    """``n`` rollouts for each row of ``prompts``; ``absorb`` gets them back under ``name``."""
+    """``n`` rollouts for each row of ``prompts``; ``absorb`` gets them back under ``name``.
+
+    A request with no rows (no prompts, or ``n == 0``) is not generated: ``absorb`` gets back zero rows that carry the
+    prompts' fields only, no rollout fields.
+    """
 
     name: str
     prompts: DataProto
     n: int
     kind: str
 
+    @property
+    def rows(self) -> int:
+        return len(self.prompts) * self.n
+
 
 @dataclass(frozen=True)
 class RoundPlan:
+    """A round's requests; a plan without rows (``RoundPlan(())`` included) skips the generation call."""
+
     requests: tuple[Request, ...]
     context: object = None  # the allocator's own, handed back to absorb untouched
 
@@ -55,10 +68,19 @@ class StepView:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One classified set of groups (a pilot, a screen, a round of baseline groups) and its metric values."""
+    """One classified set of groups (a pilot, a screen, a round of baseline groups) and its metric values.
 
-    verdict: PilotVerdict
+    ``filter_passed``: the groups through the allocator's filter when that is not ``verdict.passed`` (GRPO trains
+    every group and names those a spread filter would keep); the cost model's filter pass rate counts them.
+    """
+
+    verdict: GroupVerdict
     values: np.ndarray
+    filter_passed: np.ndarray | None = None
+
+    @property
+    def passes(self) -> int:
+        return int((self.verdict.passed if self.filter_passed is None else self.filter_passed).sum())
 
 
 @dataclass
@@ -81,8 +103,6 @@ class Allocator:
 
     name: ClassVar[str] = ""
     filter_timer: ClassVar[str] = "group_filter"  # the marked_timer name of ``absorb``
-    # Settings keys read from another key for this allocator (DAPO's filter reads algorithm.filter_groups.*).
-    config_keys: ClassVar[dict[str, str]] = {}
     # Whether a partial batch and its round count survive an epoch end even with carry_over_epoch=false.
     keeps_partial_batch_at_epoch_end: ClassVar[bool] = False
 
@@ -102,6 +122,11 @@ class Allocator:
     def idle_rounds(cls, pc: PCSettings) -> int:
         """Rounds a step may start with that train nothing (a pilot-only round when nothing is buffered)."""
         return 0
+
+    @classmethod
+    def state_settings(cls, pc: PCSettings) -> dict:
+        """The settings its checkpointed state depends on, by name: a resume with other values is refused."""
+        return {}
 
     @classmethod
     def check_settings(cls, pc: PCSettings) -> None:

@@ -1,19 +1,19 @@
 """DAPO dynamic sampling: rounds of ``gen_batch_size`` prompts x ``rollout.n``; groups whose
-``filter_groups.metric`` does not vary are dropped, kept groups accumulate until ``train_batch_size``
+``algorithm.agg_metric`` does not vary are dropped, kept groups accumulate until ``train_batch_size``
 prompts, and the surplus of the last round is discarded (as verl's DAPO recipe does).
 
-It reads its filter's metric and round limit from ``algorithm.filter_groups.*``, as verl's DAPO recipe does. Its
-partial batch and round count survive an epoch end, as the authors' DAPO trainer's did. With
-``algorithm.dapo_step_unit=round`` (the reference preset) ``total_training_steps`` counts generation rounds, as the
-authors' DAPO trainer did: the run ends with the first optimizer step completed in or after round
-``total_training_steps``.
+Its filter's metric and round limit are every allocator's, ``algorithm.agg_metric`` and
+``algorithm.max_num_gen_batches`` (verl's DAPO recipe reads ``algorithm.filter_groups.*``, refused here). Its partial
+batch and round count survive an epoch end, as the authors' DAPO trainer's did. With ``algorithm.dapo_step_unit=round``
+(the reference preset) ``total_training_steps`` counts generation rounds, as the authors' DAPO trainer did: the run
+ends with the first optimizer step completed in or after round ``total_training_steps``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from recipe.pc.allocation import PilotVerdict, classify_by_spread
+from recipe.pc.allocation import GroupVerdict, classify_by_spread
 from recipe.pc.allocators.base import register
 from recipe.pc.allocators.grpo import GRPOAllocator
 
@@ -21,14 +21,10 @@ from recipe.pc.allocators.grpo import GRPOAllocator
 @register
 class DAPOAllocator(GRPOAllocator):
     name = "dapo"
-    config_keys = {
-        "algorithm.agg_metric": "algorithm.filter_groups.metric",
-        "algorithm.max_num_gen_batches": "algorithm.filter_groups.max_num_gen_batches",
-    }
     keeps_partial_batch_at_epoch_end = True
     one_round_a_step = False  # it filters, so a step may take several rounds of any size
 
-    def verdict(self, prompt_ids: np.ndarray, values: np.ndarray) -> PilotVerdict:
+    def verdict(self, prompt_ids: np.ndarray, values: np.ndarray) -> GroupVerdict:
         return classify_by_spread(prompt_ids, values)
 
     def is_last_step(self, global_steps: int, sampling_rounds: int, total_training_steps: int) -> bool:

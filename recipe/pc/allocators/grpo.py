@@ -7,12 +7,12 @@ have filtered them.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from verl import DataProto
 
-from recipe.pc.allocation import PilotVerdict, classify_by_spread, group_rows
+from recipe.pc.allocation import GroupVerdict, classify_by_spread, group_rows
 from recipe.pc.allocators.base import (
     GROUP,
     Allocator,
@@ -25,8 +25,11 @@ from recipe.pc.allocators.base import (
     register,
 )
 from recipe.pc.compact import Segment
-from recipe.pc.settings import PCConfigError, PCSettings
+from recipe.pc.errors import PCConfigError
 from recipe.pc.stages.downsample import downsample_rows
+
+if TYPE_CHECKING:  # the settings look allocators up: only type checkers read this import
+    from recipe.pc.settings import PCSettings
 
 
 @register
@@ -50,7 +53,8 @@ class GRPOAllocator(Allocator):
         rows = generated[GROUP]
         values = metric_values(rows, self.pc.agg_metric)
         verdict = self.verdict(rows.non_tensor_batch["index"], values)
-        result = RoundResult(verdicts=[Verdict(verdict, values)])
+        spread = ~(verdict.too_correct | verdict.too_incorrect)  # what DAPO's filter would keep
+        result = RoundResult(verdicts=[Verdict(verdict, values, spread)])
         fresh = ~np.isin(verdict.stats.prompt_ids, list(view.committed_ids))
         kept = np.flatnonzero(verdict.passed & fresh)[: view.needed]
         if kept.size == 0:
@@ -68,10 +72,10 @@ class GRPOAllocator(Allocator):
         result.segments = [Segment(rows, index) if self.one_round_a_step else Segment(rows.select_idxs(index))]
         return result
 
-    def verdict(self, prompt_ids: np.ndarray, values: np.ndarray) -> PilotVerdict:
+    def verdict(self, prompt_ids: np.ndarray, values: np.ndarray) -> GroupVerdict:
         """Which groups train: all of them; the zero-spread ones are still reported."""
         spread = classify_by_spread(prompt_ids, values)
-        return PilotVerdict(
+        return GroupVerdict(
             stats=spread.stats,
             passed=np.ones_like(spread.passed),
             too_correct=spread.too_correct,

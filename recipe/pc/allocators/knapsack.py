@@ -19,12 +19,13 @@ is committed at most once a step (the candidates are distinct prompts, none alre
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from verl import DataProto
 
 from recipe.pc import metric_names as m
-from recipe.pc.allocation import PilotVerdict, commit_size, select_responses
+from recipe.pc.allocation import GroupVerdict, commit_size, select_responses
 from recipe.pc.allocators.base import COMMIT, PILOT, Request, RoundPlan, RoundResult, StepView, register
 from recipe.pc.allocators.pilot_commit import (
     NEW_PILOTS,
@@ -35,9 +36,12 @@ from recipe.pc.allocators.pilot_commit import (
     buffer_to_plain,
 )
 from recipe.pc.compact import Segment
+from recipe.pc.errors import PCConfigError
 from recipe.pc.knapsack import commit_values, size_commits
 from recipe.pc.replay_buffer import BufferEntry, Draw
-from recipe.pc.settings import PCConfigError, PCSettings
+
+if TYPE_CHECKING:  # the settings look allocators up: only type checkers read this import
+    from recipe.pc.settings import PCSettings
 
 
 @dataclass(frozen=True)
@@ -188,7 +192,7 @@ class KnapsackAllocator(PilotCommitAllocator):
         result.segments = [*ctx.reused, *commits]
         return result
 
-    def _keep_pilots(self, rows: DataProto, prompts: DataProto, verdict: PilotVerdict, values, step, fresh) -> None:
+    def _keep_pilots(self, rows: DataProto, prompts: DataProto, verdict: GroupVerdict, values, step, fresh) -> None:
         """Park the band's prompts in the buffer and keep the others for the next plan. An edge prompt that is
         still buffered from an earlier pilot keeps its buffered entry, as Pilot-Commit does."""
         stats = verdict.stats

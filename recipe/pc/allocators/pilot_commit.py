@@ -15,6 +15,7 @@ for this epoch (never evicted: eviction needs a full pilot).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -23,7 +24,7 @@ from verl import DataProto
 from recipe.pc import checkpoint as ckpt
 from recipe.pc import metric_names as m
 from recipe.pc.allocation import (
-    PilotVerdict,
+    GroupVerdict,
     classify_pilot,
     commit_size,
     group_rows,
@@ -45,8 +46,10 @@ from recipe.pc.allocators.base import (
 )
 from recipe.pc.compact import CompactRows, Segment
 from recipe.pc.replay_buffer import BufferEntry, Draw, PilotReplayBuffer
-from recipe.pc.settings import PCSettings
 from recipe.pc.stages.downsample import downsample_rows
+
+if TYPE_CHECKING:  # the settings look allocators up: only type checkers read this import
+    from recipe.pc.settings import PCSettings
 
 # Request names: a round's new pilots, the rest of last round's screened pilots, and the commits.
 NEW_PILOTS, SCREEN_REST = "pilot", "screen_rest"
@@ -168,6 +171,11 @@ class PilotCommitAllocator(Allocator):
         return 1 if pc.pilot.screen_n is None else 2
 
     @classmethod
+    def state_settings(cls, pc: PCSettings) -> dict:
+        # They shape the buffered groups: rollouts stored a prompt, reused a commit, and the commit's own.
+        return {"exploration.n": pc.pilot.n, "exploration.n_effective": pc.pilot.n_effective, "rollout.n": pc.n_commit}
+
+    @classmethod
     def check_settings(cls, pc: PCSettings) -> None:
         """Screening pilots is this allocator's: nothing to refuse beyond each group's own ranges."""
 
@@ -266,7 +274,7 @@ class PilotCommitAllocator(Allocator):
         fresh = ~np.isin(verdict.stats.prompt_ids, list(taken))
         self._keep_pilots(rows, prompts, verdict, values, step, fresh)
 
-    def _keep_pilots(self, rows: DataProto, prompts: DataProto, verdict: PilotVerdict, values, step, fresh) -> None:
+    def _keep_pilots(self, rows: DataProto, prompts: DataProto, verdict: GroupVerdict, values, step, fresh) -> None:
         """Park the fresh passing groups in the buffer."""
         passing = np.flatnonzero(verdict.passed & fresh)
         if passing.size:
@@ -288,7 +296,7 @@ class PilotCommitAllocator(Allocator):
         if flat.any():  # the prompts decided here; the others are counted once their pilot is complete
             out = subset_stats(stats, flat)
             no = np.zeros(int(flat.sum()), dtype=bool)
-            verdict = PilotVerdict(out, passed=no, too_correct=out.mean > 0, too_incorrect=out.mean <= 0, evict=no)
+            verdict = GroupVerdict(out, passed=no, too_correct=out.mean > 0, too_incorrect=out.mean <= 0, evict=no)
             result.verdicts.append(Verdict(verdict, values[group_rows(out.first_row, screen_n)]))
             result.screened_out += int(flat.sum())
         mixed = stats.first_row[~flat]

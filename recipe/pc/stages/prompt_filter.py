@@ -1,19 +1,49 @@
-"""Which of the dataloader's prompts go into rounds: the trainer's one interface for pre-generation stages.
+"""Which of the dataloader's prompts go into rounds: the trainer's one interface for pre-generation stages, and the
+registry that picks one by ``algorithm.prompt_filter``.
 
-The default keeps every prompt, a dataloader batch a round. ``algorithm.skip.enable`` swaps in GRESO skipping
-(``recipe.pc.stages.skip.SkippingFilter``), which leaves out prompts whose recent groups all agreed.
+``all`` keeps every prompt, a dataloader batch a round; ``skip`` (``recipe.pc.stages.skip.SkippingFilter``, also picked
+by ``algorithm.skip.enable=true``) leaves out prompts whose recent groups all agreed. A new filter is one module with a
+``@register_prompt_filter``-ed subclass (docs/architecture.md, "Writing a prompt filter").
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import ClassVar
 
 import numpy as np
 from verl import DataProto
 
+from recipe.pc.errors import PCConfigError
 
+PROMPT_FILTERS: dict[str, type[PromptFilter]] = {}
+
+
+def register_prompt_filter(cls: type[PromptFilter]) -> type[PromptFilter]:
+    if not cls.name or cls.name in PROMPT_FILTERS:
+        raise ValueError(f"prompt filter {cls.__name__} needs a unique name, got {cls.name!r}")
+    PROMPT_FILTERS[cls.name] = cls
+    return cls
+
+
+def prompt_filter_class(name: str) -> type[PromptFilter]:
+    """The registered prompt filter of ``algorithm.prompt_filter=name``."""
+    if name not in PROMPT_FILTERS:
+        raise PCConfigError(f"algorithm.prompt_filter={name!r}; choose one of {sorted(PROMPT_FILTERS)}")
+    return PROMPT_FILTERS[name]
+
+
+@register_prompt_filter
 class PromptFilter:
     """Keeps every prompt; subclasses override what they change."""
+
+    name: ClassVar[str] = "all"  # the value of algorithm.prompt_filter
+    state_key: ClassVar[str | None] = None  # the checkpoint key of ``state_dict`` (None: no state)
+
+    @classmethod
+    def from_settings(cls, pc) -> PromptFilter:
+        """The filter for the run's settings (``PCSettings``)."""
+        return cls()
 
     def rounds(self, batches: Iterator[DataProto], rng: np.random.Generator) -> Iterator[DataProto]:
         """This epoch's rounds of new prompts, from the dataloader's batches."""
@@ -45,8 +75,4 @@ class PromptFilter:
 
 
 def make_prompt_filter(pc) -> PromptFilter:
-    if not pc.skip.enable:
-        return PromptFilter()
-    from recipe.pc.stages.skip import SkippingFilter
-
-    return SkippingFilter(pc.skip, pc.gen_batch_size)
+    return prompt_filter_class(pc.prompt_filter_name).from_settings(pc)

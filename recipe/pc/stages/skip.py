@@ -23,7 +23,7 @@ from recipe.pc import metric_names as m
 from recipe.pc.allocation import GroupStats
 from recipe.pc.allocators.base import RoundResult, concat_rows
 from recipe.pc.settings import SkipSettings
-from recipe.pc.stages.prompt_filter import PromptFilter
+from recipe.pc.stages.prompt_filter import PromptFilter, register_prompt_filter
 
 
 def skip_probability(streak: np.ndarray, p_easy: float, p_hard: float, floor: float) -> np.ndarray:
@@ -125,6 +125,7 @@ class PromptSkipper:
         return f"skip_history={len(self.streaks)} p_easy={self.p_easy:.4f} p_hard={self.p_hard:.4f}"
 
 
+@register_prompt_filter
 class SkippingFilter(PromptFilter):
     """GRESO skipping as the trainer's prompt filter: the kept prompts of each dataloader batch wait in a pool and
     go into rounds of ``data.gen_batch_size``.
@@ -132,6 +133,13 @@ class SkippingFilter(PromptFilter):
     Kept prompts short of a round at an epoch's end wait for the next epoch's: given as a round of their own, they
     made a step of many small rounds once most prompts were skipped.
     """
+
+    name = "skip"
+    state_key = "skip"
+
+    @classmethod
+    def from_settings(cls, pc) -> SkippingFilter:
+        return cls(pc.skip, pc.gen_batch_size)
 
     def __init__(self, rule: SkipSettings, gen_batch_size: int):
         self.skipper = PromptSkipper(rule)
