@@ -235,7 +235,7 @@ def bad_ground_truth_files(tmp_path) -> tuple[str, list[str]]:
 def test_bad_ground_truths_are_one_warning_line_a_file_in_a_dry_run_and_before_ray(base, tmp_path, monkeypatch):
     (train, *val), expected = bad_ground_truth_files(tmp_path)
     config = changed(base, data__train_files=train, data__val_files=val)
-    assert main_pc.ground_truth_warnings(config) == expected
+    assert startup_checks.ground_truth_warnings(config) == expected
     # --validate (DRY_RUN=1 in the scripts): warned, and the checks still pass.
     err = io.StringIO()
     with redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -245,7 +245,7 @@ def test_bad_ground_truths_are_one_warning_line_a_file_in_a_dry_run_and_before_r
     # A launch: warned before verl's run_ppo starts Ray.
     seen_at_launch = []
     monkeypatch.setattr(main_pc, "run_ppo", lambda config, task_runner_class: seen_at_launch.append(err.getvalue()))
-    monkeypatch.setattr(main_pc, "_check_gpus", lambda config: None)
+    monkeypatch.setattr(startup_checks, "_check_gpus", lambda config: None)
     err = io.StringIO()
     with redirect_stderr(err):
         main_pc.main(config)
@@ -255,9 +255,9 @@ def test_bad_ground_truths_are_one_warning_line_a_file_in_a_dry_run_and_before_r
 
 
 def test_good_ground_truths_and_unreadable_files_warn_nothing(base, tmp_path):
-    assert main_pc.ground_truth_warnings(base) == []
+    assert startup_checks.ground_truth_warnings(base) == []
     (tmp_path / "empty.parquet").write_bytes(b"")  # left to the dataset loader, which names it at launch
-    assert main_pc.ground_truth_warnings(changed(base, data__val_files=[str(tmp_path / "empty.parquet")])) == []
+    assert startup_checks.ground_truth_warnings(changed(base, data__val_files=[str(tmp_path / "empty.parquet")])) == []
 
 
 # ---------------------------------------------------------------------- misspelt keys
