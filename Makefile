@@ -7,8 +7,8 @@ JOBS ?= 2
 test:  ## the whole suite, as CI runs it
 	$(PYTHON) -m pytest -q -n $(JOBS) tests/
 
-test-fast:  ## unit tests only (seconds)
-	$(PYTHON) -m pytest -q -n $(JOBS) tests/unit
+test-fast:  ## unit and fit tests without the slow ones (about two minutes)
+	$(PYTHON) -m pytest -q -n $(JOBS) -m "not slow" tests/unit tests/fit
 
 lint:
 	$(PYTHON) -m ruff check .

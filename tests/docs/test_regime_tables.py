@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from support import ROOT
 
 REGIMES = os.path.join(ROOT, "docs", "results", "regimes")
@@ -23,6 +24,7 @@ def tables_under(root: str) -> dict[str, str]:
     return found
 
 
+@pytest.mark.slow  # minutes: every table of the study
 def test_committed_tables_are_rebuilt_from_the_committed_logs(tmp_path):
     env = {**os.environ, "REGIMES_OUT": str(tmp_path), "MPLBACKEND": "Agg"}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]

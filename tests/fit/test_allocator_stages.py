@@ -337,6 +337,7 @@ def test_running_out_of_epochs_while_skipping_says_how_many_epochs_and_skips_the
     )
 
 
+@pytest.mark.slow  # four resumed runs of a 12-step run, for each allocator
 @pytest.mark.parametrize("method", ["pilot_commit", "grpo"])
 def test_resume_restores_the_skip_history_and_the_pool_of_kept_prompts(tmp_path, tokenizer, method):
     """Catches: skip streaks, exploration probabilities or pooled prompts not saved, or not restored."""
@@ -400,6 +401,7 @@ def test_screened_prompts_get_exactly_the_rest_of_their_pilot_in_the_next_call(t
     assert not trainer.train_dataset.evicted_ids & ALWAYS_SOLVED
 
 
+@pytest.mark.slow  # four resumed runs
 def test_resume_restores_screens_waiting_across_a_step_boundary(tmp_path, tokenizer):
     steps = 8
     extra = [f"algorithm.exploration.screen_n={SCREEN}", "trainer.save_freq=1", f"trainer.total_training_steps={steps}"]

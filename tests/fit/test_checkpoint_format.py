@@ -249,6 +249,7 @@ def write_old_format(path, trainer):
     )
 
 
+@pytest.mark.slow  # three runs: the whole, its first half, the converted resume
 def test_old_pickle_state_is_refused_with_the_conversion_command_which_then_resumes_exactly(
     tmp_path, tokenizer, capsys
 ):

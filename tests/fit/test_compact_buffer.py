@@ -174,6 +174,7 @@ def test_unfilled_batches_are_cut_like_the_old_assembly(tmp_path, tokenizer, ord
     assert_same_batches(new.assembled, old.assembled)
 
 
+@pytest.mark.slow  # three runs: the old assembly's, the new one's and its resume
 def test_a_resumed_buffer_assembles_the_batches_of_the_uninterrupted_old_assembly(tmp_path, tokenizer):
     save = ["trainer.save_freq=3"]
     old = fit_run(

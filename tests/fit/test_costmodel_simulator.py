@@ -41,6 +41,7 @@ CONFIGS = [
 ]
 
 
+@pytest.mark.slow  # 13 configurations x 800 simulated steps
 @pytest.mark.parametrize("dist", sorted(DISTRIBUTIONS))
 def test_analytic_agrees_with_simulator(dist):
     p = DISTRIBUTIONS[dist](np.random.default_rng(11))
@@ -117,6 +118,7 @@ MOSTLY_UNSOLVED = np.r_[np.zeros(480), np.full(120, 0.5)]
     [GRPO(16, 32), DAPO(16, 96, 32), PilotCommit(4, 12, 96, 32), PilotCommit(4, 12, 96, 32, screen_n=2)],
     ids=lambda c: c.label,
 )
+@pytest.mark.slow  # 420 simulated steps a configuration
 def test_skipping_saves_on_prompts_that_never_vary(config):
 
     rates = HALF_UNSOLVED if isinstance(config, GRPO) else MOSTLY_UNSOLVED  # DAPO: more than one round a step

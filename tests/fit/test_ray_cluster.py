@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 
+import pytest
 from support import TRAIN_SCRIPTS, wait_until
 
 SCRIPT = os.path.join(TRAIN_SCRIPTS, "ray_cluster.sh")
@@ -79,6 +80,7 @@ def _node_ports(base: int) -> list[str]:
     ]
 
 
+@pytest.mark.slow  # a minute: two Ray nodes start and stop
 def test_two_nodes_on_one_host_and_stop_touches_only_its_own(tmp_path):
     # Short temp dirs: Ray's unix sockets live under them and socket paths are limited to 107 bytes.
     short = tempfile.mkdtemp(prefix="rc", dir="/tmp")

@@ -260,6 +260,7 @@ def test_a_prompt_committed_in_a_round_is_not_queued_again_by_its_own_new_pilot(
     assert entry.prompt_id not in trainer.allocator.buffer
 
 
+@pytest.mark.slow  # a resume at each of six steps, twice
 @pytest.mark.parametrize("carry", [True, False])
 def test_resume_from_every_step_across_an_epoch_boundary_with_evictions(tmp_path, tokenizer, carry, caplog):
     """Catches: any PC state (eviction set, buffer, counters, epoch, dataloader position) not restored."""

@@ -107,6 +107,7 @@ def _records(tmp):
     return records
 
 
+@pytest.mark.slow  # a minute: two Ray heads and jobs
 def test_two_side_by_side_jobs_get_their_own_head_and_job_id(short_tmp):
     with open(os.path.join(short_tmp, "standin.py"), "w") as f:
         f.write(STANDIN)

@@ -119,6 +119,7 @@ def test_buffer_never_holds_entries_older_than_the_bound(finished_run):
     assert max(s["off_policy_stats/local/max"] for s in steps if s["off_policy_stats/local/count"]) <= MAX_OFF + 1
 
 
+@pytest.mark.slow  # two whole runs
 def test_run_is_reproducible_from_its_seeds(tmp_path, tokenizer):
     runs = []
     for name in ("a", "b"):
