@@ -7,9 +7,12 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from support import N_COMMIT, N_PILOT, B, assert_resumed_like, fit_run, resume_run
+import torch
+from support import N_COMMIT, N_PILOT, B, assert_resumed_like, build_trainer, fit_run, resume_run
+from verl import DataProto
 
 from recipe.pc import metric_names as names
+from recipe.pc.step import StepState
 
 STEPS = 5
 KNAPSACK = [
@@ -77,3 +80,14 @@ def test_a_full_step_whose_rows_are_not_the_checked_arithmetic_is_refused(tmp_pa
     monkeypatch.setattr(module, "size_commits", one_unit_short)
     with pytest.raises(RuntimeError, match=f"4 groups of sizes .* rows\\); expected at most {B} groups of 6 to 20"):
         fit_run(tmp_path, tokenizer, [*KNAPSACK, "trainer.total_training_steps=1"])
+
+
+def test_a_step_counts_its_trained_prompts_by_their_groups_not_by_rows_over_a_group_size(tmp_path, tokenizer):
+    """Three groups of 6, 6 and 20 rows are three trained prompts, though their 32 rows are four groups of the
+    configured size (4 pilots + 4 commits)."""
+    trainer = build_trainer(tmp_path, tokenizer, extra=KNAPSACK)
+    uids = np.repeat(np.array(["1:0", "1:1", "2:5"], dtype=object), [6, 6, 20])
+    batch = DataProto.from_dict(tensors={"x": torch.zeros(len(uids), 1)}, non_tensors={"uid": uids})
+    metrics = trainer._pc_step_metrics(StepState(), batch)
+    assert metrics[names.PROMPTS_IN_BATCH] == 3 and metrics[names.ROLLOUTS_TRAINED] == 32
+    assert metrics[names.UNFILLED_BATCH] == 1
