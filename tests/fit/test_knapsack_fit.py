@@ -51,9 +51,23 @@ def test_groups_of_different_sizes_train_as_pilot_commit_steps_do_and_resume_lik
             edge_groups += pilot_agrees and len(np.unique(acc[rows])) == 2 and size > N_PILOT + N_COMMIT
     assert len(sizes) > 1 and set(sizes) <= {N_PILOT + c for c in range(2, 17, 2)}
     assert edge_groups > 0  # an edge prompt's large commit disagreed: it trained as one group with its pilot
-    for step in run.steps:
+    for step, call in zip(run.steps, updates, strict=True):
         assert step[names.ROLLOUTS_COMMIT] == B * N_COMMIT and step[names.PROMPTS_IN_BATCH] == B
         assert step[names.KNAPSACK_VALUE] >= step[names.KNAPSACK_UNIFORM_VALUE] - 1e-12
+        # The logged commit sizes are the trained groups' commit rows.
+        commits = np.array(sorted(Counter(call.uids).values())) - N_PILOT
+        logged = [step[f"{names.KNAPSACK_COMMIT_SIZE}/{stat}"] for stat in ("count", "min", "max", "mean")]
+        assert logged == [len(commits), commits.min(), commits.max(), pytest.approx(commits.mean())]
+    # The rollout counters are exact: every generated row is counted once, as a pilot or a commit.
+    sampled = [s[names.ROLLOUTS_SAMPLED] for s in run.steps]
+    assert sampled == [s[names.ROLLOUTS_PILOT] + s[names.ROLLOUTS_COMMIT] for s in run.steps]
+    assert [s[names.CUMULATIVE_SAMPLED] for s in run.steps] == np.cumsum(sampled).tolist()
+    padding = sum(s[names.ROLLOUTS_PADDING] for s in run.steps)
+    generated = [c for c in run.trainer.async_rollout_manager.calls if not c.validate]
+    assert run.steps[-1][names.CUMULATIVE_SAMPLED] + padding == sum(c.num_rows for c in generated)
+    trained = [s[names.ROLLOUTS_TRAINED] for s in run.steps]
+    assert trained == [len(c.uids) for c in updates]
+    assert [s[names.CUMULATIVE_TRAINED] for s in run.steps] == np.cumsum(trained).tolist()
     assert sum(s[names.KNAPSACK_EDGE_COMMITTED] for s in run.steps) > 0
 
     # Resumed mid-run, it generates and trains what the uninterrupted run did (the buffer, the edges, the RNG).
