@@ -104,6 +104,17 @@ def _downsample_note(pc: PCSettings) -> str:
     )
 
 
+def _unequal_groups_note(pc: PCSettings) -> str:
+    """With groups of different sizes the group size is their mean, and rows are what split: say so."""
+    low, high = pc.allocator.group_size_range(pc)
+    if low == high:
+        return ""
+    return (
+        f" (groups of {low} to {high} rows, {pc.group_size} on average: mini-batches are counted in rows and may "
+        "split a group)"
+    )
+
+
 def check_parallel_sizes(
     pc: PCSettings, dp_size: int, ppo_mini_batch_size: int, micro: MicroBatches | None = None
 ) -> None:
@@ -111,10 +122,15 @@ def check_parallel_sizes(
 
     For Pilot-Commit rollout.n is the commit count, as in the reference; ``algorithm.mini_batch_unit=group`` counts
     whole training groups instead. Unfilled batches are cut to ``trainable_unit``, so only the full batch is checked.
+    Groups of different sizes (the knapsack) are split by rows, never by groups: a full step has
+    ``train_batch_size x group_size`` rows whatever its groups' sizes (the trainer refuses a step that has not), a
+    mini-batch is ``ppo_mini_batch_size x mini_batch_multiplier`` rows with the mean group size, and verl's advantages
+    are computed per uid over the whole step before the split, so a group cut across mini-batches is still one group.
     """
     if ppo_mini_batch_size < 1:
         raise PCConfigError(f"actor_rollout_ref.actor.ppo_mini_batch_size={ppo_mini_batch_size} must be at least 1")
-    rows, mult, note = pc.train_rows, pc.mini_batch_multiplier, _downsample_note(pc)
+    rows, mult = pc.train_rows, pc.mini_batch_multiplier
+    note = _downsample_note(pc) + _unequal_groups_note(pc)
     mini_rows = ppo_mini_batch_size * mult
     if rows % dp_size:
         raise PCConfigError(

@@ -316,7 +316,8 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         metrics = step_metrics(
             step,
             trained_rows=len(batch),
-            trained_prompts=len(batch) // self.pc.group_size,
+            # Groups may differ in size (knapsack): count them, not rows over a group size.
+            trained_prompts=len(np.unique(batch.non_tensor_batch["uid"])),
             target_prompts=self.pc.train_batch_size,
             p_lower=self.pc.pilot.p_lower,
             p_upper=self.pc.pilot.p_upper,

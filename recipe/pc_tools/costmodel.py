@@ -135,6 +135,13 @@ class Prediction:
             return math.inf
         return self.rollouts_per_step / self.informative_groups_per_step
 
+    @property
+    def informative_groups_per_1000_rollouts(self) -> float:
+        """Trained groups whose metric varies (each gives GRPO a non-zero gradient) per 1,000 generated rollouts."""
+        if self.rollouts_per_step <= 0 or not math.isfinite(self.rollouts_per_step):
+            return 0.0
+        return 1000.0 * self.informative_groups_per_step / self.rollouts_per_step
+
 
 # ---------------------------------------------------------------------- binomial arithmetic
 def binomial_pmf(n: int, p: np.ndarray | float) -> np.ndarray:
@@ -456,7 +463,8 @@ def simulate(
     (``warmup=0``) over many. ``prompts``: each run draws that many prompts, with replacement, from ``pass_rates``
     (a run's prompt count sets how often a prompt comes back, which skipping acts on).
 
-    A step that has not filled after 10000 rounds (with no round limit) raises: the data cannot fill it.
+    A step cut at ``max_num_gen_batches`` rounds trains what it has if that is at least ``min_train_prompts`` (as
+    the trainer's); a step still open after 10000 rounds raises: the data cannot fill it.
     """
     rates = _check(pass_rates, config)
     if steps < 1 or warmup < 0 or runs < 1 or (prompts is not None and prompts < 1):

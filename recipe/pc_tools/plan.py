@@ -17,7 +17,8 @@ and trains the configured number (PODS, ``algorithm.downsample.n``). ``--sources
 data sources (predicting a mix made of some of a dump's sources). ``--allocator NAME`` adds any registered allocator
 (``algorithm.rollout_allocation``; one of your own once its module is imported, e.g. through
 ``VERL_USE_EXTERNAL_MODULES``) at the grid's sizes, with ``--set KEY=VALUE`` overrides of the trainer's config; it has
-no analytic model, so it is simulated (``--simulate STEPS``).
+no analytic model, so it is simulated (``--simulate STEPS``). ``--per-1000`` adds a column to each table: informative
+groups per 1,000 generated rollouts, the non-zero-gradient groups a budget buys.
 
 ``check`` (``--measured KIND=METRICS``, KIND ``grpo``, ``dapo`` or ``pc:P+C``): the run's logged
 ``rollout_stats/num_rollouts_sample`` and ``training/num_gen_batches`` (a verl file-logger log, ``tb:DIR`` or
@@ -232,6 +233,12 @@ def _predict_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
             help="a trainer config override for every --allocator, e.g. algorithm.max_num_gen_batches=5 (repeatable)",
         ),
         add(
+            "--per-1000",
+            action="store_true",
+            help="add a column to each table: informative groups (trained groups whose metric varies, so GRPO's "
+            "gradient is not zero) per 1,000 generated rollouts",
+        ),
+        add(
             "--train-prompts",
             type=_int_at_least(1, "a number of prompts"),
             default=None,
@@ -397,14 +404,14 @@ def run_predict(args: argparse.Namespace) -> int:
             "or show spread), so its mean is infinite; with --max-num-gen-batches > 0 they end at that many rounds"
         )
     print()
-    print(format_table(predictions))
+    print(format_table(predictions, args.per_1000))
     if args.train_prompts is not None:
         for note in eviction_notes(predictions, configs, args.train_prompts, len(files)):
             print(note)
     if simulated:
         what = f"{args.simulate} steps after {args.simulate_warmup}, {args.simulate_runs} run(s)"
         print(f"\nsimulated ({what}" + (f", {args.prompts} prompts drawn from these" if args.prompts else "") + "):")
-        print(format_table(simulated))
+        print(format_table(simulated, args.per_1000))
     print()
     model_pick, best = recommend(predictions), recommend(predictions, configs)
     if model_pick is not None and model_pick is not best:  # the model's cheapest lost when it was measured

@@ -151,19 +151,27 @@ def recommend(predictions: list[Prediction], configs: list | None = None) -> Pre
     return min(finite, key=lambda p: (round(p.rollouts_per_informative_group, 6), p.rounds_per_step))
 
 
-def format_table(predictions: list[Prediction]) -> str:
+def format_table(predictions: list[Prediction], per_1000: bool = False) -> str:
+    """The predictions a row each; ``per_1000``: a last column of informative groups per 1,000 generated rollouts."""
     head = (
         "| configuration | group | rounds/step | pilot rollouts | commit rollouts | rollouts/step | trained groups "
         "| informative groups | filter pass rate | rollouts per informative group |"
     )
-    lines = [head, "|" + "---|" * 10]
+    columns = 10
+    if per_1000:
+        head += " informative groups per 1,000 rollouts |"
+        columns += 1
+    lines = [head, "|" + "---|" * columns]
     for p in predictions:
-        lines.append(
+        line = (
             f"| {p.label} | {p.group_size} | {p.rounds_per_step:.2f} | {p.pilot_rollouts_per_step:.0f} "
             f"| {p.commit_rollouts_per_step:.0f} | {p.rollouts_per_step:.0f} | {p.trained_groups_per_step:.1f} "
             f"| {p.informative_groups_per_step:.1f} | {p.filter_pass_rate:.3f} "
             f"| {p.rollouts_per_informative_group:.1f} |"
         )
+        if per_1000:
+            line += f" {p.informative_groups_per_1000_rollouts:.2f} |"
+        lines.append(line)
     return "\n".join(lines)
 
 

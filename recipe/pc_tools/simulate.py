@@ -3,7 +3,8 @@
 Each simulated step is the trainer's (``recipe.pc.step.StepLoop``): the allocator that ``algorithm.rollout_allocation``
 names plans each round, every request is "generated" by drawing each rollout's ``acc`` with its prompt's pass rate,
 the allocator absorbs the rows, and the step ends once it has ``train_batch_size`` prompts, or after
-``max_num_gen_batches`` rounds with what it has; GRESO skipping is the trainer's prompt filter. So a change to an
+``max_num_gen_batches`` rounds with what it has (at least ``min_train_prompts``); GRESO skipping is the trainer's
+prompt filter. So a change to an
 allocator changes the simulator with it, and a new allocator is simulated as soon as it is registered. What it leaves
 out, as the analytic model does: the policy learning, eviction, epoch-end effects.
 """
@@ -21,7 +22,9 @@ from recipe.pc.settings import PCSettings, SkipSettings
 from recipe.pc.stages.prompt_filter import make_prompt_filter
 from recipe.pc.step import Generation, RunCounters, StepLoop, StepState
 
-MAX_ROUNDS_WITHOUT_LIMIT = 10_000  # a step that has not filled after this many rounds (no round limit) raises
+# A step still open after this many rounds raises: with no round limit, or with algorithm.min_train_prompts above what
+# the limit's rounds committed (a step then goes on until it has them, as the trainer's does).
+MAX_ROUNDS_A_STEP = 10_000
 MAX_EPOCHS_A_ROUND = 100  # the dataloader passes a skipping filter may take for one round (the trainer: total_epochs)
 
 
@@ -36,8 +39,10 @@ class SimulatedRun:
         self.allocator = make_allocator(settings, rng)
         self.prompt_filter = make_prompt_filter(settings)
         self.counters = RunCounters()
-        # A step cut at the round limit trains whatever it has (the trainer: at least min_train_prompts).
+        # A step cut at the round limit trains what it has if that is at least algorithm.min_train_prompts (unset:
+        # anything; the trainer's floor is also the smallest batch that splits over its ranks, which has no ranks here).
         self.loop = StepLoop(settings, self.allocator, self.prompt_filter, self.counters, warn=False)
+        self.loop.min_train_prompts = settings.min_train_prompts or 0
         self.epoch = -1  # of the last dataloader batch drawn
         self._round_asked_at = 0  # the epoch at which the round being drawn was asked for
         self.rounds = self.prompt_filter.rounds(self._dataloader(), filter_rng)
@@ -69,11 +74,10 @@ class SimulatedRun:
         return Generation(rows)
 
     def _step_rounds(self):
-        """The run's rounds for one step; with no round limit, a step that has not filled in
-        ``MAX_ROUNDS_WITHOUT_LIMIT`` rounds raises."""
+        """The run's rounds for one step; a step still open after ``MAX_ROUNDS_A_STEP`` rounds raises."""
         asked = 0
         while True:
-            if self.settings.max_num_gen_batches <= 0 and asked >= MAX_ROUNDS_WITHOUT_LIMIT:
+            if asked >= MAX_ROUNDS_A_STEP:
                 method = self.settings.method
                 raise RuntimeError(f"{method}: a step did not fill in {asked} rounds; the data cannot fill it")
             self._round_asked_at = max(self.epoch, 0)

@@ -206,3 +206,19 @@ def test_each_simulated_run_draws_its_own_prompts():
     # its own 32 prompts: one shared draw would give its own share for every run.
     pooled = simulate(np.array([0.0, 0.5]), GRPO(16, 32), steps=1, warmup=0, runs=400, prompts=32)
     assert pooled.informative_groups_per_step == pytest.approx(16, abs=0.5)
+
+
+def test_a_step_cut_at_the_round_limit_trains_only_with_min_train_prompts_as_the_trainers_does():
+    """Two rounds a step of 8 prompts, 4 of 32 in the band on average an epoch: steps often end short of 4 prompts,
+    unless algorithm.min_train_prompts=4 keeps them going until they have 4."""
+    from recipe.pc_tools.costmodel import compose_settings
+    from recipe.pc_tools.simulate import SimulatedRun
+
+    p = np.r_[np.full(4, 0.5), np.zeros(28)]
+    base = ["data.train_batch_size=4", "data.gen_batch_size=8", "algorithm.exploration.n=4"]
+    base += ["actor_rollout_ref.rollout.n=4", "algorithm.max_num_gen_batches=2"]
+    committed = {}
+    for floor in ("null", "4"):
+        run = SimulatedRun(compose_settings([*base, f"algorithm.min_train_prompts={floor}"]), p, *rngs(0))
+        committed[floor] = [run.step(number)[3] for number in range(1, 11)]
+    assert min(committed["null"]) < 4 and committed["4"] == [4] * 10

@@ -99,6 +99,19 @@ def test_mini_batches_must_divide_the_step_and_the_fix_names_only_other_settings
     assert "mini_batch_unit=group," not in str(err.value) and "set algorithm.partial_mini_batch=true" in str(err.value)
 
 
+def test_groups_of_different_sizes_split_by_rows_and_the_refusal_says_so():
+    # The knapsack's groups: 4 pilots + 4 to 16 commits, 8 rows on average, so 64 rows a full step whatever the sizes.
+    knapsack = ("algorithm.rollout_allocation=knapsack", "algorithm.knapsack.max_commit=16")
+    knapsack += ("algorithm.min_train_prompts=8", "algorithm.mini_batch_unit=group", f"{UPDATE}=8")
+    # Mini-batches of 2 x 8 = 16 rows: four updates, though a group of 20 rows fits no mini-batch whole.
+    check(smoke_config(*knapsack, f"{ARR}.actor.ppo_mini_batch_size=2"), dp=1)
+    with pytest.raises(PCConfigError) as err:
+        check(smoke_config(*knapsack, f"{ARR}.actor.ppo_mini_batch_size=3"), dp=1)
+    message = str(err.value)
+    assert "24 rows (algorithm.mini_batch_unit=group), which must divide the 64 trained rows (groups of 8 " in message
+    assert "to 20 rows, 8 on average: mini-batches are counted in rows and may split a group) per step" in message
+
+
 def test_partial_mini_batch_is_padded_to_a_whole_one_before_the_update_split():
     # Reference preset shape: 8 x (2 + 6) = 64 rows, mini-batches of 2 x 6 = 12 rows: 5 whole + a partial one
     # per rank at dp 1, padded to 12 rows; the update micro size must divide 12, the log-prob one 64.

@@ -537,6 +537,28 @@ def test_predict_command_and_the_options_it_refuses(capsys):
         assert "unrecognized arguments" in capsys.readouterr().err
 
 
+def test_plan_simulates_the_knapsack_through_its_allocator_and_prices_it_per_1000_rollouts(capsys, monkeypatch):
+    from recipe.pc.allocators import knapsack
+
+    counts, size_commits = [], knapsack.size_commits
+    monkeypatch.setattr(knapsack, "size_commits", lambda *a, **k: counts.append(a[2]) or size_commits(*a, **k))
+    args = [FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--per-1000"]
+    args += ["--simulate", "5", "--simulate-warmup", "2", "--allocator", "knapsack"]
+    for override in ("exploration.n=4", "knapsack.max_commit=24", "min_train_prompts=4"):
+        args += ["--set", f"algorithm.{override}"]
+    out = _out(["predict", *args, "--set", "actor_rollout_ref.rollout.n=12"], capsys)
+    assert counts and max(counts) <= 4  # the allocator's own knapsack sized every round's commits
+    assert out.count("| rollouts per informative group | informative groups per 1,000 rollouts |") == 2
+    rows = {line.split(" | ")[0][2:]: line.strip("| ").split(" | ") for line in out.splitlines() if line[:2] == "| "}
+    label = next(name for name in rows if name.startswith("knapsack n=12 G=8"))
+    # Pilot-Commit's commit budget, 4 prompts x 12; per 1,000 rollouts, 1,000 / its rollouts per informative group.
+    knap, pc = rows[label], rows["PC 4+12 G=8"]
+    assert knap[4] == pc[4] == "48" and knap[1] == "16"
+    for row in (knap, pc, rows["GRPO n=16"]):
+        assert float(row[10]) == pytest.approx(1000 / float(row[9]), abs=0.2)
+    assert _out(["predict", *args[:5]], capsys).count("per 1,000") == 0  # not asked: the tables as before
+
+
 def test_check_command_and_the_options_it_refuses(tmp_path, capsys):
     log = _write_metrics(tmp_path / "pc.jsonl", {1: (300, 2, 3, 16), 2: (100, 1, 5, 8), 3: (200, 1, 4, 8)})
     args = [FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--window", "2"]
