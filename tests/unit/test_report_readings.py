@@ -296,7 +296,7 @@ def test_bad_reading_options_are_one_error_line(seed_files, tmp_path, capsys, ar
     with pytest.raises(SystemExit) as exit_:
         report.main([*seed_files, *argv, "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
-    assert exit_.value.code == 2 and err.startswith(f"python -m recipe.pc.report: error: {message}")
+    assert exit_.value.code == 2 and err.startswith(f"python -m recipe.pc_tools.report: error: {message}")
     assert err.count("\n") == 1
 
 
