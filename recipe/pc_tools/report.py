@@ -147,6 +147,8 @@ from recipe.pc_tools.tables import (
     at_rollouts_markdown,
     at_rollouts_table,
     at_steps_markdown,
+    budget_points_markdown,
+    budget_points_table,
     build_seed_table,
     build_table,
     equal_accuracy_markdown,
@@ -732,6 +734,11 @@ def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
         table = at_rollouts_table(curves, groups, args.at_rollouts, args.curve)
         extra = at_rollouts_markdown(table, args.at_rollouts, args.curve) + args.gap_note
         _write_table(args.out, "at_rollouts", extra, table, written)
+        markdown += "\n" + extra
+    budgets = budget_points_table(kept_frames)
+    if not budgets.empty:  # runs validated by rollout budget: where each budget's point lay
+        extra = budget_points_markdown(budgets)
+        _write_table(args.out, "budget_points", extra, budgets, written)
         markdown += "\n" + extra
     if args.means:
         table = means_table(kept_frames, args.means, args.seeds)

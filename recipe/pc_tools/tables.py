@@ -11,7 +11,7 @@ import pandas as pd
 
 from recipe.pc.metric_names import CUMULATIVE_SAMPLED as ROLLOUTS
 from recipe.pc.metric_names import ROUNDS as GEN_CALLS
-from recipe.pc.metric_names import STEP_TIME
+from recipe.pc.metric_names import STEP_TIME, VAL_BUDGET, VAL_BUDGET_INTERVAL, VAL_BUDGET_ROLLOUTS, VAL_BUDGETS_REACHED
 from recipe.pc_tools.curves import (
     Reach,
     accuracy_at_rollouts,
@@ -507,4 +507,47 @@ def at_rollouts_markdown(table: pd.DataFrame, budgets: list[float], kind: str = 
             else:
                 cells.append(_mean_and_range(row["mean"], row["min"], row["max"], row["runs"], ".3f"))
         lines.append(f"| {config} | {rows['runs'].iloc[0]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def budget_points_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per run validated by rollout budget (``trainer.val_rollout_interval``): the budgets its validations stood for and
+    how far past each budget its point lay (the rollouts generated at that validation minus the budget). A
+    validation that stands for k budgets overshoots each of them; runs that logged no budget are left out."""
+    rows = []
+    for label, frame in frames.items():
+        if VAL_BUDGET not in frame:
+            continue
+        points = frame.dropna(subset=[VAL_BUDGET])
+        budgets, overshoots = [], []
+        for _, point in points.iterrows():
+            for k in range(int(point[VAL_BUDGETS_REACHED])):
+                budget = point[VAL_BUDGET] - k * point[VAL_BUDGET_INTERVAL]
+                budgets.append(budget)
+                overshoots.append(point[VAL_BUDGET_ROLLOUTS] - budget)
+        rows.append(
+            {
+                "run": label,
+                "interval": float(points[VAL_BUDGET_INTERVAL].iloc[0]),
+                "budgets": len(budgets),
+                "last_budget": max(budgets),
+                "validations": len(points),
+                "overshoot_mean": float(np.mean(overshoots)),
+                "overshoot_max": float(np.max(overshoots)),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def budget_points_markdown(table: pd.DataFrame) -> str:
+    caption = (
+        "Validation at rollout budgets: per run, the budgets (multiples of its interval) its validations stood for, "
+        "and how far past each budget the validation's point lay, in generated rollouts (0: on the budget)."
+    )
+    header = ["run", "interval", "budgets validated", "last budget", "validations", "overshoot: mean", "max"]
+    lines = [caption, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in table.to_dict("records"):
+        cells = [row["run"], f"{row['interval']:,.0f}", str(row["budgets"]), f"{row['last_budget']:,.0f}"]
+        cells += [str(row["validations"]), f"{row['overshoot_mean']:,.0f}", f"{row['overshoot_max']:,.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -1115,3 +1115,28 @@ def test_a_seed_that_stopped_below_the_target_is_counted_apart_from_the_finished
     assert table["seeds_reached"].tolist() == [1, 2] and table["seeds_stopped"].tolist() == [0, 1]
     markdown = tables.seed_table_markdown(table.reset_index(), "caption")
     assert "| new | 2 of 3 finished, 1 stopped |" in markdown and "| base | 1 of 1 |" in markdown
+
+
+def test_runs_validated_by_rollout_budget_get_a_table_of_where_each_budget_s_point_lay(tmp_path):
+    def log(path, points):
+        """Validation steps as the trainer logs them: (step, budget or None, budgets reached, rollouts generated)."""
+        with open(path, "w") as f:
+            for step, budget, reached, rollouts in points:
+                data = {names.CUMULATIVE_SAMPLED: rollouts, "val-core/t/acc/mean@1": 0.1 * step}
+                data |= {names.VAL_BUDGET_INTERVAL: 100, names.VAL_BUDGETS_REACHED: reached}
+                data |= {names.VAL_BUDGET_ROLLOUTS: rollouts} | ({names.VAL_BUDGET: budget} if budget else {})
+                f.write(json.dumps({"step": step, "data": data}) + "\n")
+
+    # Even steps land on every budget. Uneven ones: 130 for 100, 260 for 200, 410 for both 300 and 400, and a
+    # last-step validation at 450 that stands for no budget.
+    log(tmp_path / "even.jsonl", [(1, 100, 1, 100), (2, 200, 1, 200)])
+    log(tmp_path / "uneven.jsonl", [(1, 100, 1, 130), (2, 200, 1, 260), (3, 400, 2, 410), (4, None, 0, 450)])
+    out = tmp_path / "out"
+    runs = [f"grpo={tmp_path / 'even.jsonl'}", f"pc={tmp_path / 'uneven.jsonl'}"]
+    assert report.main([*runs, "--no-plot", "--out", str(out), "--target", "0.1"]) == 0
+    table = pd.read_csv(out / "budget_points.csv").set_index("run")
+    assert table.loc["grpo", ["budgets", "last_budget", "overshoot_max"]].tolist() == [2, 200, 0]
+    # Overshoots 30, 60, 110 (300 at 410) and 10 (400 at 410): four budgets from four validations.
+    assert table.loc["pc", ["budgets", "last_budget", "validations"]].tolist() == [4, 400, 3]
+    assert table.loc["pc", "overshoot_mean"] == pytest.approx(52.5) and table.loc["pc", "overshoot_max"] == 110
+    assert "| pc | 100 | 4 | 400 | 3 | 52 | 110 |" in (out / "budget_points.md").read_text()
