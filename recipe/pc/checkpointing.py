@@ -119,6 +119,7 @@ class CheckpointMixin:
             **({} if filter_state is None else {self.prompt_filter.state_key: filter_state}),
             "counters": self.counters.state_dict(),
             "allocator": {"name": self.pc.method, "state": self.allocator.state_dict()},
+            **({"val_budgets": self._val_budgets.state_dict()} if self._val_budgets.on else {}),
         }
 
     def _load_pc_state(self, state: dict) -> None:
@@ -133,6 +134,8 @@ class CheckpointMixin:
         if state["dataset"] is not None:
             self.train_dataset.load_state_dict(ckpt.from_plain(state["dataset"]))
         self.counters.load_state_dict(state["counters"])
+        if "val_budgets" in state:
+            self._val_budgets.load_state_dict(state["val_budgets"])
 
     def _pc_state_summary(self) -> str:
         """One line that a save and the resume from it must print identically (checked on the GPU)."""

@@ -156,9 +156,11 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         self.loop.min_train_prompts = self._min_train_prompts()
         logger.info("update: %s", self._update_summary())
         SkipManager.init(self.config)
-        if self.config.trainer.get("val_before_train", True):
+        # Budgets the checkpoint's own step reached: it saved before validating them.
+        pending = self._val_budgets.due(self.counters.cumulative_rollouts)
+        if self.config.trainer.get("val_before_train", True) or pending:
             metrics = self._validate()
-            metrics.update(self._val_budgets.record([], self.counters.cumulative_rollouts))
+            metrics.update(self._val_budgets.record(pending, self.counters.cumulative_rollouts))
             self.tracking.log(data=metrics, step=self.global_steps)
             if self.config.trainer.get("val_only", False):
                 return False

@@ -6,8 +6,10 @@ the end of the first step whose cumulative generated rollouts (``rollout_stats/c
 included) reach each multiple of I, so every budget has a point at most one step's rollouts past it. A step that
 crosses several multiples validates once and stands for each of them.
 
-Nothing here is saved in checkpoints: a step saves before it validates, so every multiple up to a checkpoint's
-restored count was validated by the step that reached it, and a resumed run starts from that count.
+A checkpoint holds the multiples validated when it was written. A step saves before it validates, so the budgets of
+the checkpoint's own step are not among them: a resumed run validates them first (the policy is that step's), and a
+run stopped between its save and its validation loses no point. A checkpoint written before this state existed
+counts every multiple up to its restored count as validated.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class BudgetSchedule:
     def __init__(self, interval: int | None):
         self.interval = interval
         self.validated = 0  # multiples 1 .. validated of the interval have had their validation
+        self.restored = False  # validated came from a checkpoint
 
     @property
     def on(self) -> bool:
@@ -32,9 +35,17 @@ class BudgetSchedule:
             return []
         return [k * self.interval for k in range(self.validated + 1, cumulative // self.interval + 1)]
 
+    def state_dict(self) -> dict:
+        return {"validated": self.validated}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.validated = int(state["validated"])
+        self.restored = True
+
     def resume(self, cumulative: int) -> None:
-        """Start from a run that had generated ``cumulative`` rollouts and validated every budget they reach."""
-        if self.on:
+        """Start from a run that had generated ``cumulative`` rollouts: from the restored state, or, for a checkpoint
+        without one, as if every budget they reach had been validated."""
+        if self.on and not self.restored:
             self.validated = cumulative // self.interval
 
     def record(self, budgets: list[int], cumulative: int) -> dict:

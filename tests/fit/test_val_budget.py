@@ -4,13 +4,16 @@ The expected validation steps are derived from the run's own logged cumulative c
 reaches each multiple of the interval, the last step, and (when set) every trainer.test_freq-th step.
 """
 
+import shutil
 from collections import Counter
 
 import pytest
+import torch
 from pc_standins import make_tokenizer
 from support import fit_run, read_metrics, resume_run
 
 from recipe.pc import metric_names as names
+from recipe.pc.checkpoint import STATE_FILE
 from recipe.pc_tools.logs import load_run
 
 STEPS = 9
@@ -106,19 +109,33 @@ def test_each_budget_is_validated_once_at_the_first_step_that_reaches_it(arm_run
 
 
 def test_a_resumed_run_validates_the_budgets_the_uninterrupted_one_did(arm_runs, tmp_path):
-    """Resumed after a step that validated two budgets: they are not validated again, the later ones are."""
+    """Resumed after a step that reached two budgets: the step saved before it validated them, so the resumed run
+    validates them first, at that step's count and with its policy (the point the uninterrupted run logged there; a
+    run killed between its save and its validation loses nothing), then the later ones; none before it again."""
     folder, full = arm_runs("pilot_commit")
     before = validations(folder)
     cut = next(s for s, data in sorted(before.items()) if data.get(names.VAL_BUDGETS_REACHED, 0) > 1 and s > 1)
     assert cut < STEPS - 1
     checkpoint = folder / "ckpt" / f"global_step_{cut}"
-    # Without a validation before training, which would mark the resumed count's budgets validated by itself.
+    # Without a validation before training: the budgets' own rule is what starts the resumed run with one.
     extra = [*overrides("pilot_commit"), "trainer.val_before_train=false"]
     resumed = resume_run(tmp_path / "resumed", make_tokenizer(), extra, checkpoint, probs=UNEVEN)
     after = validations(tmp_path / "resumed")
     counts = [s[names.CUMULATIVE_SAMPLED] for s in resumed.steps]
     assert counts == [s[names.CUMULATIVE_SAMPLED] for s in full.steps[cut:]]
-    assert budget_metrics(after) == {step: data for step, data in budget_metrics(before).items() if step > cut}
+    assert budget_metrics(after) == {step: data for step, data in budget_metrics(before).items() if step >= cut}
+
+    # A checkpoint written before it held the validated budgets: every budget up to its count counts as validated.
+    state_file = checkpoint / STATE_FILE
+    state = torch.load(state_file, weights_only=True)
+    del state["val_budgets"]
+    old = tmp_path / "old_ckpt" / checkpoint.name
+    shutil.copytree(checkpoint, old)
+    torch.save(state, old / STATE_FILE)
+    resume_run(tmp_path / "from_old", make_tokenizer(), extra, old, probs=UNEVEN)
+    assert budget_metrics(validations(tmp_path / "from_old")) == {
+        step: data for step, data in budget_metrics(before).items() if step > cut
+    }
 
 
 def test_a_run_whose_data_runs_out_validates_its_final_policy_at_the_final_step_s_count(tmp_path, tokenizer):
