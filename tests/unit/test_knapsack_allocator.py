@@ -237,3 +237,17 @@ def test_the_group_disagrees_by_its_reused_rows_and_the_posterior_counts_every_p
     assert sum(len(s) for s in result.segments) == 2 + N_COMMIT
     value = alloc.end_step(1)[names.KNAPSACK_VALUE]
     assert value == pytest.approx(beta_moment(2, 4, 1, 2) - beta_moment(2, 4, 1, 10), rel=1e-12)
+
+
+def test_an_edge_prompt_evicted_at_the_epoch_end_is_not_offered_next_epoch():
+    class Dataset:
+        def evict(self, ids):
+            self.evicted = set(ids)
+            return len(ids)
+
+    alloc, state, data = knapsack(), StepState(), Dataset()
+    a_round(alloc, state, [3, 0, 0, 4], 100, one_success, gen_round=1)
+    assert [e.prompt_id for e in alloc.edges] == [101, 102, 103]
+    alloc.evict_next_epoch.add(103)  # the all-right pilot, marked solved
+    assert alloc.end_epoch(data) == 1 and data.evicted == {103}
+    assert [e.prompt_id for e in alloc.edges] == [101, 102]

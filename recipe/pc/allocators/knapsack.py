@@ -228,6 +228,12 @@ class KnapsackAllocator(PilotCommitAllocator):
         metrics[m.KNAPSACK_EDGE_SHARE] = tally.edge_committed / max(tally.edge_candidates, 1)
         return metrics
 
+    def end_epoch(self, dataset) -> int:
+        # An edge prompt the pilot marked solved leaves the data now: it must not be committed next epoch either.
+        evicted = {int(i) for i in self.evict_next_epoch} if hasattr(dataset, "evict") else set()
+        self.edges = [edge for edge in self.edges if int(edge.prompt_id) not in evicted]
+        return super().end_epoch(dataset)
+
     def drop_pending(self) -> int:
         dropped, self.edges = len(self.edges), []
         return super().drop_pending() + dropped
