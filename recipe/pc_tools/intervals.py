@@ -258,7 +258,7 @@ def _difference(
 
 
 _INTERVAL_COLUMNS = ["configuration", "measure", "rollouts", "value", "baseline_value", "estimate", "low", "high"]
-_INTERVAL_COLUMNS += ["p_value", "runs", "values", "baseline_runs", "baseline_values", "left_out"]
+_INTERVAL_COLUMNS += ["p_value", "runs", "values", "baseline_runs", "baseline_values", "left_out", "unread_share"]
 _EQUIVALENCE_COLUMNS = ["tost_p", "tost_low", "tost_high", "margin"]
 
 
@@ -392,6 +392,9 @@ def _ratio_row(runs, config, baseline, goal: Target, value: float, draws: _Draws
         crossings = drawn_crossings(runs[config], draws.of(config, own.used), drawn_targets, kind)
         base_crossings = drawn_crossings(runs[baseline], base_draws, drawn_targets, kind)
         row["low"], row["high"] = _censored_interval(*_ratio_bounds(crossings, base_crossings))
+        # Resamples whose crossing lies past a stopped run's end: their ratio is not read, not infinite.
+        read = (crossings[0] == crossings[1]) & (base_crossings[0] == base_crossings[1])
+        row["unread_share"] = float(np.mean(~read))
     return row
 
 
@@ -427,6 +430,8 @@ def _interval_cells(row: dict, goals: list, baseline: str, alpha: float) -> list
             if pd.isna(row["low"]) and pd.isna(row["high"]) and pd.isna(row["estimate"])
             else (f"[{_end(row['low'], '.2f', '×')}, {_end(row['high'], '.2f', '×')}]")
         )
+        if row.get("unread_share", 0) > 0:
+            interval += f" ({row['unread_share']:.0%} of resamples not read)"
         name = "rollouts to target"
         if len(goals) > 1:
             name = f"rollouts to {row['target']:.4f} ({row['target_source']})"

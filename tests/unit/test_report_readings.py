@@ -101,6 +101,23 @@ def test_a_resample_whose_range_a_stopped_run_cuts_short_is_not_read_not_infinit
     assert (low[0], high[0]) == (0.0, np.inf)
 
 
+def test_the_ratio_reports_the_share_of_resamples_a_stopped_run_leaves_unread():
+    """All three new runs reach 0.2 by 1,000 on average, so the crossing is read from all three; a resample that
+    draws the stopped one (0.12 at its end, 1,000) two or three times ends below 0.2 there: 7 in 27 are not read."""
+    runs = {
+        "base_s1": curve(POINTS, [0.1, 0.4, 0.4, 0.4]),
+        "base_s2": curve(POINTS, [0.1, 0.4, 0.4, 0.4]),
+        "new_s1": curve(POINTS, [0.1, 0.3, 0.4, 0.5]),
+        "new_s2": curve(POINTS, [0.1, 0.3, 0.4, 0.5]),
+        "new_s3": curve(POINTS[:2], [0.1, 0.12]),
+    }
+    table = intervals.intervals_table(runs, curve_fns.seed_groups(list(runs)), "base", [500], 0.2, resamples=2000)
+    (ratio,) = [row for row in table.to_dict("records") if row["measure"] == "ratio" and row["target"] == 0.2]
+    assert ratio["left_out"] == "" and ratio["unread_share"] == pytest.approx(7 / 27, abs=0.03)
+    text = intervals.intervals_markdown(table, "base", "given", "method")
+    assert f"({ratio['unread_share']:.0%} of resamples not read) |" in text
+
+
 @pytest.mark.parametrize(
     "unread, bound, interval",
     [
