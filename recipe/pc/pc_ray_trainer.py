@@ -44,6 +44,7 @@ from recipe.pc.stages.prompt_filter import make_prompt_filter
 from recipe.pc.step import RunCounters, StepLoop, StepState, with_hook_metrics
 from recipe.pc.update import UpdateMixin
 from recipe.pc.val_budget import BudgetSchedule
+from recipe.pc.val_metrics import mean_validation_metrics, sectioned, turn_metrics
 
 # Its level comes from the "recipe.pc" package logger (PC_LOGGING_LEVEL, set in the TaskRunner).
 logger = logging.getLogger(__name__)
@@ -264,6 +265,14 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
         if not is_last_step and hasattr(self.train_dataset, "on_batch_end"):
             self.train_dataset.on_batch_end(batch=batch)  # as verl's fit: the dataset may change after a batch
         return is_last_step
+
+    def _val_metrics_update(self, data_sources, sample_uids, reward_extra_infos_dict, sample_turns):
+        """verl's validation metrics, by default without its bootstraps (``trainer.val_metrics``,
+        ``recipe.pc.val_metrics``); verl's ``_validate`` calls it with the validation's scores."""
+        if self.pc.val_metrics == "full":
+            return super()._val_metrics_update(data_sources, sample_uids, reward_extra_infos_dict, sample_turns)
+        nested = mean_validation_metrics(data_sources, sample_uids, reward_extra_infos_dict)
+        return {**sectioned(nested), **turn_metrics(sample_turns)}
 
     def _validation_due(self, is_last_step: bool, budgets: list[int]) -> bool:
         """verl's rule (every trainer.test_freq steps and the last) or a rollout budget reached; either rule alone

@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 
 from recipe.pc.errors import PCConfigError
 from recipe.pc.replay_buffer import PROMPT_STRATEGIES, RESPONSE_STRATEGIES, TAKE_ALL_ORDERS, TIE_ORDERS
+from recipe.pc.val_metrics import VAL_METRICS
 
 CONFIG_FILE = Path(__file__).parent / "config" / "pc_trainer.yaml"
 MINI_BATCH_UNITS = ("group", "rollout_n")
@@ -299,6 +300,7 @@ class PCSettings(_Group):
     seed: int = key("algorithm.seed", fallback="data.seed", if_none=0)
     # Validate when the cumulative generated rollouts reach each multiple of it (null: off; recipe.pc.val_budget).
     val_rollout_interval: int | None = key("trainer.val_rollout_interval")
+    val_metrics: str = key("trainer.val_metrics")  # mean (no bootstraps) | full (verl's every metric)
     prompt_filter: str | None = key("algorithm.prompt_filter")  # null: skip with algorithm.skip.enable, else all
     pilot: PilotSettings
     buffer: BufferSettings
@@ -373,6 +375,11 @@ class PCSettings(_Group):
             raise PCConfigError(
                 f"trainer.val_rollout_interval={self.val_rollout_interval} must be a positive number of generated "
                 "rollouts (validation each time the cumulative count reaches a multiple of it), or null for off"
+            )
+        if self.val_metrics not in VAL_METRICS:
+            raise PCConfigError(
+                f"trainer.val_metrics={self.val_metrics!r}; choose one of {VAL_METRICS}: mean (mean@N and std@N, "
+                "the default) or full (verl's best@k, worst@k and maj@k bootstraps too)"
             )
         if self.skip.enable and self.prompt_filter not in (None, "skip"):
             raise PCConfigError(

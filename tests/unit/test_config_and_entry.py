@@ -214,6 +214,7 @@ def _write_reward(tmp_path) -> str:
     [
         (["algorithm.exploration.n=0"], "algorithm.exploration.n=0"),
         (["trainer.val_rollout_interval=0"], "trainer.val_rollout_interval=0 must be a positive number"),
+        (["trainer.val_metrics=bootstrap"], "trainer.val_metrics='bootstrap'; choose one of ('mean', 'full')"),
         (["algorithm.prompt_filter=nope"], "algorithm.prompt_filter='nope'; choose one of ['all', 'skip']"),
         (["algorithm.prompt_filter=all", "algorithm.skip.enable=true"], "set one of them"),
         (["trainer.n_gpus_per_node=3"], "does not split over 3 data-parallel ranks"),
