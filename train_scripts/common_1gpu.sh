@@ -1,6 +1,10 @@
 # One-GPU settings shared by the smoke and arithmetic scripts; sourced, not run directly.
 # They work on one H100 without flash-attn: sdpa attention, no remove-padding, a small vLLM share,
-# vLLM's V1 model runner (the V2 runner samples with FlashInfer).
+# vLLM's V1 model runner (the V2 runner samples with FlashInfer). Log-probs and entropies come from verl's fused
+# kernels (actor_rollout_ref.model.use_fused_kernels=true, torch backend): without flash-attn verl's default path loops
+# in Python over every token's logits row, which took half of each step. The fused path needs one temperature for the
+# whole batch (every PC run has one). Gradient checkpointing is off: a small model has memory to spare, and the
+# recomputation cost about a second a step. Override either key at the end of the command line.
 #
 # Environment (all optional): MODEL_PATH (a local model folder, or a hub id; default
 # HuggingFaceTB/SmolLM2-135M-Instruct), DATA_DIR (train.parquet and test.parquet; default $OUT_DIR/data, written by
@@ -143,7 +147,8 @@ launch_1gpu() {
     actor_rollout_ref.model.path="$MODEL_PATH" \
     +actor_rollout_ref.model.override_config.attn_implementation=sdpa \
     actor_rollout_ref.model.use_remove_padding=false \
-    actor_rollout_ref.model.enable_gradient_checkpointing=true \
+    actor_rollout_ref.model.enable_gradient_checkpointing=false \
+    actor_rollout_ref.model.use_fused_kernels=true \
     actor_rollout_ref.actor.optim.lr=1e-5 \
     actor_rollout_ref.actor.use_kl_loss=false \
     actor_rollout_ref.actor.entropy_coeff=0 \

@@ -50,9 +50,19 @@ def test_arith_launchers_compose_what_they_composed_before(method, tmp_path):
         "trainer.val_rollout_interval": None,
         "trainer.preset": None,
         **{f"algorithm.knapsack.{k}": v for k, v in KNAPSACK_DEFAULTS.items()},
+        # Only mean@N and std@N are logged now (verl's values and names); the bootstrapped best@k/worst@k/maj@k are not.
+        "trainer.val_metrics": "mean",
     }
     assert {k: now[k] for k in now.keys() - before.keys()} == added
     assert before.keys() - now.keys() == set()
+    # How a step runs, not what it computes: verl's fused log-probs (tests/unit/test_fused_log_probs.py) and no
+    # gradient checkpointing (the same gradients, recomputation saved).
+    execution = {
+        "actor_rollout_ref.model.use_fused_kernels": True,
+        "actor_rollout_ref.model.enable_gradient_checkpointing": False,
+    }
+    assert {k: now[k] for k in execution} == execution
+    changed -= set(execution)
     if method == "pc":
         assert changed == set()
     else:  # a baseline's group is rollout.n rollouts: both mini-batch units are the same rows
