@@ -10,6 +10,11 @@ import re
 
 # --- per step: what was generated, trained and counted --------------------------------------------------------------
 GLOBAL_STEP = "training/global_step"
+# The run's configured last step (verl's total_training_steps): a log whose last step is below it was cut short.
+TOTAL_TRAINING_STEPS = "training/total_training_steps"
+# Wall-clock time (Unix seconds) at the end of the step, its validation included: with the launch time, a run's
+# start-up and how long it took.
+UNIX_TIME = "perf/unix_time_s"
 EPOCH = "training/epoch"
 ROUNDS = "training/num_gen_batches"  # generation rounds this step took
 PROMPTS_IN_BATCH = "training/num_prompt_in_batch"

@@ -19,6 +19,7 @@ simulator), the generation call ``recipe.pc.generation``, the update ``recipe.pc
 from __future__ import annotations
 
 import logging
+import time
 from pprint import pformat
 
 import numpy as np
@@ -261,6 +262,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
                 )
             self._last_validated_step = self.global_steps
         logged = with_hook_metrics(self._step_log_metrics(batch, metrics, step.timing), hook_metrics, self.pc.method)
+        logged[m.UNIX_TIME] = time.time()  # the step's end, its validation included
         self.tracking.log(data=logged, step=self.global_steps)
         if not is_last_step and hasattr(self.train_dataset, "on_batch_end"):
             self.train_dataset.on_batch_end(batch=batch)  # as verl's fit: the dataset may change after a batch
@@ -338,6 +340,7 @@ class RayPCTrainer(CheckpointMixin, UpdateMixin, GenerationMixin, RayPPOTrainer)
                 m.CUMULATIVE_SAMPLED: c.cumulative_rollouts,
                 m.CUMULATIVE_TRAINED: c.cumulative_trained_rollouts,
                 m.GLOBAL_STEP: self.global_steps,
+                m.TOTAL_TRAINING_STEPS: self.total_training_steps,
                 m.EPOCH: c.epoch,
                 m.TOTAL_CONSUMED_PROMPTS: c.total_consumed_prompts,
                 m.TOTAL_SAMPLING_ROUNDS: c.gen_round,

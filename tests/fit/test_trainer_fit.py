@@ -1,5 +1,6 @@
 """The real RayPCTrainer.fit() on CPU, with stand-ins only for the rollout manager and actor workers."""
 
+import time
 from collections import Counter
 
 import numpy as np
@@ -95,6 +96,10 @@ def test_one_generation_call_per_round_and_counters_add_up(finished_run):
     assert cumulative[-1] + padding == generated
     rounds = sum(s[names.ROUNDS] for s in steps)
     assert rounds <= len(gen_calls)  # rounds of partial batches dropped at epoch ends are not a step's
+    # Every step names the configured last step (a log that stops below it was cut short) and when it was logged.
+    assert {s[names.TOTAL_TRAINING_STEPS] for s in steps} == {trainer.total_training_steps} == {len(steps)}
+    clock = [s[names.UNIX_TIME] for s in steps]
+    assert clock == sorted(clock) and time.time() - 600 < clock[0] <= clock[-1] <= time.time()
 
 
 def test_solved_prompts_are_evicted_and_never_return(finished_run):
