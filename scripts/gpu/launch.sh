@@ -15,6 +15,11 @@
 #                                            named lines), run i on GPU i mod the GPU count (GPUS="3" or "0 2": cycle
 #                                            over those GPUs only); batch-plan lists them
 #                                            (DRY_RUN=1: print what would start, start nothing)
+#   bash scripts/gpu/launch.sh bench [PLAN]  # the step benchmark (scripts/gpu/bench_plan.txt): the second
+#                                            pre-registration's lines for BENCH_STEPS steps (default 5), phase by phase;
+#                                            a phase's runs share a GPU, phases on one GPU run one after another
+#                                            (DRY_RUN=1: print the phases and runs, start nothing); read the logs with
+#                                            python -m recipe.pc_tools.bench $RUNS
 #   bash scripts/gpu/launch.sh stop "WHY" NAME...   # stop runs (and their Ray processes), noted in launch.log
 #   bash scripts/gpu/launch.sh collect   # a tarball of the logs into $OUT
 set -euo pipefail
@@ -43,6 +48,7 @@ run() {
     return
   fi
   mkdir -p "$RUNS/$name"
+  date +%s.%N >"$RUNS/$name/launched_at"  # a run's start-up and length are read against it
   echo "$(date +%T) start $name on GPUs $gpus at commit ${PC_COMMIT:-unknown}: $*" | tee -a "$RUNS/launch.log"
   CUDA_VISIBLE_DEVICES=$gpus RAY_TMP=/tmp/ray_$name OUT_DIR=$RUNS/$name GPU_MEM_UTIL=${MEM:-0.07} RAY_NUM_CPUS=${CPUS:-5} \
     setsid nohup bash -c 'echo "pilot-commit at commit $0"; exec "$@"' "${PC_COMMIT:-unknown}" bash $RETRY -c "$*" \
@@ -51,7 +57,36 @@ run() {
   sleep "$STAGGER"
 }
 
-case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | tp2 | tp2-learn [pc|grpo] | reference | two-nodes | dp8 | stop WHY NAME... | collect}" in
+# bench_phase GPU PHASE PLAN: start PHASE's runs of the bench plan on GPU, 60 s apart (two engines starting on one
+# GPU at once race for its memory), then wait until all of them have exited.
+bench_phase() {
+  local gpu=$1 phase=$2 plan=$3 name line fixes mix script overrides extra names=()
+  while read -r p name line fixes; do
+    case "$p" in '' | '#'*) continue ;; esac
+    [ "$p" = "$phase" ] || continue
+    read -r _ mix script overrides < <(awk -v l="$line" '$1 == l' "$BENCH_LINES") || true
+    [ -n "$script" ] || { echo "bench: no line $line in $BENCH_LINES" >&2; exit 2; }
+    case "$fixes" in
+      on) extra="" ;;
+      off) extra="$BENCH_OFF" ;;
+      *) echo "bench: fixes must be on or off, not '$fixes' ($name)" >&2; exit 2 ;;
+    esac
+    [ ${#names[@]} -eq 0 ] || { [ "${DRY_RUN:-0}" = 1 ] && echo "wait 60 s" || sleep 60; }
+    MEM=0.10 STAGGER=0 run "$name" "$gpu" MODEL_PATH=$M DATA_DIR=$D/$mix \
+      bash train_scripts/$script $overrides trainer.total_training_steps=${BENCH_STEPS:-5} $extra \
+      trainer.rollout_data_dir=$RUNS/$name/dump
+    names+=("$name")
+  done <"$plan"
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    echo "wait for ${names[*]} to exit"
+    return
+  fi
+  for name in "${names[@]}"; do
+    while kill -0 "$(cat "$RUNS/$name/pid")" 2>/dev/null; do sleep 5; done
+  done
+}
+
+case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | bench [PLAN] | tp2 | tp2-learn [pc|grpo] | reference | two-nodes | dp8 | stop WHY NAME... | collect}" in
   setup)
     python3 "${SMOLLM2_TO_HF:-/tmp/smollm2_to_hf.py}" "$M" --gguf /tmp/smollm2.gguf --tiny "$TINY"
     # SmolLM2's 9 query and 3 key-value heads do not split over 2 GPUs; zero heads added make 12 and 4.
@@ -115,6 +150,42 @@ case "${1:?setup | checks | batch FILE [NAME...] | batch-plan FILE [NAME...] | t
       MEM=0.10 STAGGER=2 run "$name" "$gpu" MODEL_PATH=$M DATA_DIR=$D/$mix STEPS=30 \
         bash train_scripts/$script $overrides trainer.rollout_data_dir=$RUNS/$name/dump
     done <<<"$plan"
+    ;;
+  bench | bench-gpu)
+    # The step benchmark. PLAN lines are PHASE NAME LINE FIXES: LINE names a line of BENCH_LINES (default the second
+    # pre-registration's batch file), FIXES is on (the scripts as they are) or off (BENCH_OFF: verl's log-prob loop,
+    # its bootstrapped validation metrics and gradient checkpointing, as the lines ran before). Phase i goes on GPU i
+    # mod the GPU count; one detached queue a GPU runs its phases in order, so each phase has its GPU to itself.
+    plan=${2:-scripts/gpu/bench_plan.txt}
+    export BENCH_LINES=${BENCH_LINES:-docs/results/regimes/batch21.txt}
+    export BENCH_OFF="actor_rollout_ref.model.use_fused_kernels=false trainer.val_metrics=full actor_rollout_ref.model.enable_gradient_checkpointing=true"
+    export CPUS=5
+    if [ "$1" = bench-gpu ]; then  # the queue of one GPU: bench-gpu PLAN GPU PHASE...
+      gpu=$3
+      for phase in "${@:4}"; do bench_phase "$gpu" "$phase" "$plan"; done
+      exit 0
+    fi
+    [ "${DRY_RUN:-0}" = 1 ] || [ -n "${PC_COMMIT:-}" ] || { echo "bench: set PC_COMMIT to the commit being run" >&2; exit 2; }
+    ngpus=${NGPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)}
+    [ "$ngpus" -ge 1 ] 2>/dev/null || { echo "no GPUs (set NGPUS)" >&2; exit 2; }
+    phases=$(awk '$1 !~ /^#/ && NF && !seen[$1]++ {print $1}' "$plan")
+    [ -n "$phases" ] || { echo "bench: no phase in $plan" >&2; exit 2; }
+    mkdir -p "$RUNS"
+    declare -A queue
+    i=0
+    for phase in $phases; do
+      queue[$((i % ngpus))]+=" $phase"
+      i=$((i + 1))
+    done
+    for gpu in $(printf '%s\n' "${!queue[@]}" | sort -n); do
+      echo "GPU $gpu: phases${queue[$gpu]}"
+      if [ "${DRY_RUN:-0}" = 1 ]; then
+        for phase in ${queue[$gpu]}; do bench_phase "$gpu" "$phase" "$plan"; done
+      else
+        setsid nohup bash "$REPO/scripts/gpu/launch.sh" bench-gpu "$plan" "$gpu" ${queue[$gpu]} \
+          >"$RUNS/bench_gpu$gpu.log" 2>&1 </dev/null &
+      fi
+    done
     ;;
   stop)
     # Stop runs started by run(): the process group of its launcher, then whatever still names its Ray temp dir

@@ -455,3 +455,67 @@ def test_two_nodes_trains_then_resumes_on_a_fresh_pair_of_nodes(tmp_path):
         "head STEPS=6 LOGGER=/runs/two_nodes/metrics_resumed.jsonl PORT=7300 RAY_TMP=/tmp/rc_head_resumed "
         f"ARGS=train_scripts/smoke_1gpu.sh {common} trainer.resume_mode=auto a=1",
     ]
+
+
+BENCH_PLAN = os.path.join(ROOT, "scripts", "gpu", "bench_plan.txt")
+BATCH21 = os.path.join(ROOT, "docs", "results", "regimes", "batch21.txt")
+
+
+def bench_dry_run(ngpus: str, **env) -> list[str]:
+    out = launch("bench", NGPUS=ngpus, DRY_RUN="1", **env)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_bench_runs_each_pre_registered_line_as_written_for_a_few_steps_with_the_fixes_on_or_off(tmp_path):
+    from support import dry_run, stand_in_data_dir, stand_in_model
+
+    lines = {line.split()[0]: line.split()[1:] for line in open(BATCH21) if line.strip() and line[0] != "#"}
+    plan = [line.split() for line in open(BENCH_PLAN) if line.strip() and line[0] != "#"]
+    started = [line for line in bench_dry_run("1") if line.startswith("start ")]
+    assert [line.split()[1] for line in started] == [name for _, name, _, _ in plan]
+    off = "actor_rollout_ref.model.use_fused_kernels=false trainer.val_metrics=full"
+    off += " actor_rollout_ref.model.enable_gradient_checkpointing=true"
+    data, model = stand_in_data_dir(tmp_path), stand_in_model(tmp_path)
+    checked_kinds = set()
+    for line, (_, name, line_name, fixes) in zip(started, plan, strict=True):
+        mix, script, *overrides = lines[line_name]
+        extra = "trainer.total_training_steps=5" + (f" {off}" if fixes == "off" else "")
+        expected = f"DATA_DIR=/tmp/data/{mix} bash train_scripts/{script} {' '.join(overrides)} {extra} "
+        assert expected + f"trainer.rollout_data_dir=/tmp/runs/{name}/dump" in line, name
+        # Each kind of run's command line composes and passes every start-up check (the last value of a key wins).
+        if (script, fixes) in checked_kinds:
+            continue
+        checked_kinds.add((script, fixes))
+        args = line.split(f"bash train_scripts/{script} ")[1].split()
+        checked = dry_run(script, tmp_path, *args, MODEL_PATH=model, DATA_DIR=data)
+        assert checked.problems == [], (name, checked.problems)
+        resolved = checked.resolved()
+        assert resolved.trainer.total_training_steps == 5
+        assert resolved.actor_rollout_ref.actor.use_fused_kernels == (fixes == "on")
+        assert resolved.trainer.val_metrics == ("mean" if fixes == "on" else "full")
+
+
+def test_bench_puts_each_phase_on_its_own_gpu_or_runs_them_one_after_another_on_one(tmp_path):
+    phases = {}
+    for line in open(BENCH_PLAN):
+        if line.strip() and line[0] != "#":
+            phases.setdefault(line.split()[0], []).append(line.split()[1])
+    one = bench_dry_run("1")
+    assert one[0] == f"GPU 0: phases {' '.join(phases)}"
+    # On one GPU: a phase starts after every run of the one before has exited; runs of a phase start 60 s apart.
+    expected = []
+    for names in phases.values():
+        for i, name in enumerate(names):
+            expected += ["wait 60 s"] * (i > 0) + [f"start {name} on GPUs 0"]
+        expected.append(f"wait for {' '.join(names)} to exit")
+    assert [line.split(":")[0] for line in one[1:]] == expected
+    many = bench_dry_run(str(len(phases)))
+    gpus = {line.split()[1]: line.split()[4].rstrip(":") for line in many if line.startswith("start ")}
+    assert [{gpus[name] for name in names} for names in phases.values()] == [{str(i)} for i in range(len(phases))]
+    bad = tmp_path / "plan.txt"
+    bad.write_text("p g1_grpo_on no_such_line on\n")
+    refused = launch("bench", str(bad), NGPUS="1", DRY_RUN="1")
+    assert refused.returncode == 2 and "no line no_such_line" in refused.stderr
+    unnamed = launch("bench", NGPUS="1", RUNS=str(tmp_path / "runs"), PC_COMMIT="")
+    assert unnamed.returncode == 2 and "set PC_COMMIT" in unnamed.stderr and not (tmp_path / "runs").exists()
