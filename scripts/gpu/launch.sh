@@ -57,7 +57,7 @@ run() {
   sleep "$STAGGER"
 }
 
-# bench_phase GPU PHASE PLAN: start PHASE's runs of the bench plan on GPU, 60 s apart (two engines starting on one
+# bench_phase GPU PHASE PLAN: start PHASE's runs of the bench plan on GPU, BENCH_GAP (60) s apart (two engines starting on one
 # GPU at once race for its memory), then wait until all of them have exited.
 bench_phase() {
   local gpu=$1 phase=$2 plan=$3 name line fixes mix script overrides extra names=()
@@ -71,7 +71,7 @@ bench_phase() {
       off) extra="$BENCH_OFF" ;;
       *) echo "bench: fixes must be on or off, not '$fixes' ($name)" >&2; exit 2 ;;
     esac
-    [ ${#names[@]} -eq 0 ] || { [ "${DRY_RUN:-0}" = 1 ] && echo "wait 60 s" || sleep 60; }
+    [ ${#names[@]} -eq 0 ] || { [ "${DRY_RUN:-0}" = 1 ] && echo "wait ${BENCH_GAP:-60} s" || sleep "${BENCH_GAP:-60}"; }
     MEM=0.10 STAGGER=0 run "$name" "$gpu" MODEL_PATH=$M DATA_DIR=$D/$mix \
       bash train_scripts/$script $overrides trainer.total_training_steps=${BENCH_STEPS:-5} $extra \
       trainer.rollout_data_dir=$RUNS/$name/dump
