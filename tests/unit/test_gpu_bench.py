@@ -67,13 +67,30 @@ def test_the_table_projects_each_arm_to_its_line(tmp_path, capsys):
     assert f"| 10, 2 | {(87.5 + 10 * 12.5 + 2 * 10.0) / 60:.1f} |" in capsys.readouterr().out
 
 
+def test_a_log_without_a_launch_time_has_no_start_up_unless_one_is_assumed(tmp_path, capsys):
+    old = write_run(tmp_path / "first_lease_grpo_s9", [(2 * s, t and 2 * t, u) for s, t, u in STEPS])
+    (old / "launched_at").unlink()  # an earlier release's log, run under another name
+    write_run(tmp_path / "bench" / "g2_pc_on", STEPS)
+    cut = tmp_path / "bench" / "g1_grpo_on"
+    cut.mkdir()  # a run lost before its first step
+    args = [str(tmp_path / "bench"), f"g2_grpo_off={old}"]
+    assert bench.main(args) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| g2_grpo_off "))
+    assert "| 25.0 |" in row and row.count("—") == 4  # its medians, no start-up, no projections
+    assert f"not read: g1_grpo_on: {cut}/metrics.jsonl is missing: the run logged no step" in out
+    assert bench.main([*args, "--assume-startup", "4"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| g2_grpo_off "))
+    assert f"| 4.0 (assumed) | — / {(240 + 5 * 25 + 2 * 20) / 60:.1f} |" in row
+    assert f"| 36, 12 | {(240 + 36 * 25 + 12 * 20) / 60:.1f} |" in row
+
+
 @pytest.mark.parametrize(
     "make, message",
     [
         (lambda p: write_run(p / "g2_pc_on", STEPS[:1]), "1 step logged"),
-        (lambda p: (write_run(p / "g2_pc_on", STEPS) / "launched_at").unlink(), "launched_at is missing"),
         (lambda p: write_run(p / "g2_knap_on", STEPS), "no --line for arm knap"),
-        (lambda p: None, "holds no bench run"),
+        (lambda p: None, "no bench run"),
     ],
 )
 def test_what_cannot_be_read_is_one_line_and_exit_2(tmp_path, capsys, make, message):
