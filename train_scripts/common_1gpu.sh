@@ -4,7 +4,7 @@
 # kernels (actor_rollout_ref.model.use_fused_kernels=true, torch backend): without flash-attn verl's default path loops
 # in Python over every token's logits row, which took half of each step. The fused path needs one temperature for the
 # whole batch (every PC run has one). Gradient checkpointing is off: a small model has memory to spare, and the
-# recomputation cost about a second a step. Override either key at the end of the command line.
+# recomputation cost 0.5-1 s of each update. Override either key at the end of the command line.
 #
 # Environment (all optional): MODEL_PATH (a local model folder, or a hub id; default
 # HuggingFaceTB/SmolLM2-135M-Instruct), DATA_DIR (train.parquet and test.parquet; default $OUT_DIR/data, written by

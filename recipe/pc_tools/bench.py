@@ -5,9 +5,10 @@
 Each RUNS is a folder holding one folder a run, as ``scripts/gpu/launch.sh bench`` writes them: ``metrics.jsonl``
 (verl's file logger) and ``launched_at`` (the Unix time the launcher started it); or ``NAME=FOLDER``, one run's
 folder under a bench name (a run launched otherwise). A run is named ``g<K>_<arm>_<fixes>``: K runs shared its GPU,
-``arm`` is a key of ``--line``, ``fixes`` is ``on`` or ``off``. A run without a launch time or a logged wall clock (a
-log of an earlier release) has no start-up of its own: its projection uses ``--assume-startup``, marked as assumed,
-or is left out. A run that cannot be read is named under the table; none readable is an error (exit 2).
+``arm`` is a key of ``--line``, ``fixes`` names its settings (the bench's: ``on`` or ``off``). A run without a launch
+time or a logged wall clock (a log of an earlier release) has no start-up of its own: its projection uses
+``--assume-startup``, marked as assumed, or is left out. A run that cannot be read is named under the table; none
+readable is an error (exit 2).
 
 Per run, medians over its steps after the first (the first warms up): the step without its validation
 (``timing_s/step`` less ``timing_s/testing``), its update, old log-prob and generation, and a validation. Start-up is
@@ -34,7 +35,7 @@ import numpy as np
 from recipe.pc import metric_names as m
 from recipe.pc_tools.logs import ReportError, load_run
 
-RUN_NAME = re.compile(r"^g(?P<per_gpu>\d+)_(?P<arm>[a-z0-9]+)_(?P<fixes>on|off)$")
+RUN_NAME = re.compile(r"^g(?P<per_gpu>\d+)_(?P<arm>[a-z0-9]+)_(?P<fixes>[a-z]+)$")
 # The second pre-registration's lines: steps and validations (every 2,304 rollouts and the last step).
 DEFAULT_LINES = {"grpo": (36, 12), "pc": (42, 16)}
 TIMING = {
@@ -74,7 +75,7 @@ def read_run(folder: Path, name: str | None = None) -> RunTimes:
     name = name or folder.name
     match = RUN_NAME.match(name)
     if not match:
-        raise ReportError(f"{name}: a bench run is named g<K>_<arm>_<on|off>, e.g. g2_pc_on")
+        raise ReportError(f"{name}: a bench run is named g<K>_<arm>_<fixes>, e.g. g2_pc_on")
     metrics = folder / "metrics.jsonl"
     if not metrics.is_file():
         raise ReportError(f"{metrics} is missing: the run logged no step")
@@ -196,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             except ReportError as err:
                 unread.append(f"not read: {name}: {err}")
         if not runs:
-            raise ReportError("; ".join(unread) or f"{' '.join(args.runs)}: no bench run (g<K>_<arm>_<on|off>)")
+            raise ReportError("; ".join(unread) or f"{' '.join(args.runs)}: no bench run (g<K>_<arm>_<fixes>)")
         unknown = sorted({r.arm for r in runs} - lines.keys())
         if unknown:
             raise ReportError(f"no --line for arm {', '.join(unknown)}: add --line ARM=STEPS:VALIDATIONS")
