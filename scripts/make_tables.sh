@@ -441,12 +441,14 @@ done
 python -m recipe.pc_tools.report --seeds --interpolate --ci --at-rollouts 9216,18432,27648 --baseline grpo64t36_calibrated \
   --means $MEANS --out $R/prereg_pc4x60 "${PRE[@]}" >/dev/null
 # The second pre-registration (prereg-pc4x60-equal-budgets.md), read by its rule from the runs that finished all their
-# steps (t<steps> in the name), in whichever lease's folder; nothing is read until each arm has 2 finished runs.
+# steps (they logged the step they were configured to end at, training/total_training_steps), in whichever folder;
+# nothing is read until each arm has 2 finished runs.
 FINISHED=()
-for metrics in docs/results/regimes/2026-*/{grpo64t36v2304,pc4x60t42v2304}_calibrated_s*/metrics.jsonl; do
+for metrics in docs/results/regimes/*/{grpo64t36v2304,pc4x60t42v2304}_calibrated_s*/metrics.jsonl; do
   [ -f "$metrics" ] || continue
-  name=$(basename "$(dirname "$metrics")") steps=${name%%v2304*}
-  if grep -q "^{\"step\":${steps##*t}," "$metrics"; then
+  name=$(basename "$(dirname "$metrics")")
+  last=$(grep -o '"training/total_training_steps":[0-9]*' "$metrics" | tail -n 1 | cut -d: -f2)
+  if [ -n "$last" ] && grep -q "^{\"step\":$last," "$metrics"; then
     FINISHED+=("$name=$metrics")
   fi
 done

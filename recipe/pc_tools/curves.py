@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from recipe.pc.metric_names import CUMULATIVE_SAMPLED as ROLLOUTS
-from recipe.pc.metric_names import VAL_CORE_ACC
+from recipe.pc.metric_names import TOTAL_TRAINING_STEPS, VAL_CORE_ACC
 from recipe.pc_tools.logs import ReportError, describe_metrics
 
 logger = logging.getLogger(__name__)
@@ -227,10 +227,32 @@ def run_ends(curves: list[pd.DataFrame]) -> np.ndarray:
 
 
 def stopped_runs(curves: list[pd.DataFrame]) -> np.ndarray:
-    """True for a run whose last validation step comes before the last of its configuration's runs: it stopped
-    early, so a target it did not reach is not read, not "not reached"."""
+    """True for a run that stopped early, so a target it did not reach is not read, not "not reached": its last
+    logged step comes before its configured last step (``attrs["configured_last_step"]``, from the run's log or the
+    report's ``--last-step``); a run that knows no configured last step stopped if its last validation step comes
+    before the last of its configuration's runs (then configurations whose runs were all cut alike read as
+    finished)."""
     last = np.array([curve.index[-1] for curve in curves])
-    return last < last.max()
+    by_configuration = last < last.max()
+    return np.array(
+        [
+            curve.attrs["last_step"] < curve.attrs["configured_last_step"]
+            if curve.attrs.get("configured_last_step") is not None
+            else guess
+            for curve, guess in zip(curves, by_configuration, strict=True)
+        ],
+        dtype=bool,
+    )
+
+
+def mark_run_end(curve: pd.DataFrame, frame: pd.DataFrame, configured_last_step: int | None = None) -> None:
+    """Record on ``curve`` (its ``attrs``) the run's last logged step and its configured last step: the logged
+    ``training/total_training_steps``, else ``configured_last_step`` (None: unknown)."""
+    curve.attrs["last_step"] = int(frame.index.max())
+    logged = frame.get(TOTAL_TRAINING_STEPS)
+    if logged is not None and logged.notna().any():
+        configured_last_step = int(logged.dropna().iloc[-1])
+    curve.attrs["configured_last_step"] = configured_last_step
 
 
 def drawn_points(curves: list[pd.DataFrame], kind: str = "linear", extra=()) -> np.ndarray:

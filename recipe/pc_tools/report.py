@@ -110,7 +110,9 @@ Outputs: the Markdown table on stdout, ``--out DIR`` (default ``report/``) gets 
 ``accuracy_vs_rollouts.png`` (with ``--seeds``: ``seeds_table.md``, ``seeds_table.csv`` and
 ``seeds_accuracy_vs_rollouts.png``), and a ``wrote <path>`` line per file goes to stderr. Without matplotlib
 the plot is skipped with a one-line warning. Warnings and per-run problems go to stderr; a run that cannot
-be used is skipped. The exit status is non-zero only when no table can be produced.
+be used (no validation metric, say) is skipped; a run whose log cannot be read stops the report (exit 2). With no
+run, or with ``--ci`` and fewer than 2 runs in a configuration (a design whose runs have not finished), the report
+prints one ``not read: ...`` line saying why, writes no table and exits 0.
 """
 
 from __future__ import annotations
@@ -124,9 +126,11 @@ import pandas as pd
 
 from recipe.pc_tools.curves import (
     CURVE_KINDS,
+    SEED_SUFFIX,
     budget_gaps,
     check_run,
     choose_benchmarks,
+    mark_run_end,
     mean_curve,
     seed_groups,
     validation_curve,
@@ -169,9 +173,15 @@ DEFAULT_OUT = Path("report")
 INSTALL_PLOT = 'pip install -e ".[report]"'
 
 
+class NotRead(Exception):
+    """The runs given do not support the reading asked for yet (none, or too few a side): one line, exit 0."""
+
+
 # ------------------------------------------------------------------ CLI
-def _pick_baseline(labels: list[str], requested: str | None, have_target: bool) -> str | None:
+def _pick_baseline(labels: list[str], requested: str | None, have_target: bool, ci: bool = False) -> str | None:
     if requested is not None:
+        if requested not in labels and ci:
+            raise NotRead(f"--baseline {requested} has no run (runs: {', '.join(labels)}), and --ci needs 2 or more")
         if requested not in labels:
             raise ReportError(f"--baseline {requested}: no such run (runs: {', '.join(labels)})")
         return requested
@@ -211,7 +221,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         ),
     )
     parser.add_argument(
-        "runs", nargs="+", metavar="RUN", help="[LABEL=]PATH, [LABEL=]tb:DIR or [LABEL=]wandb:ENTITY/PROJECT/RUN_ID"
+        "runs",
+        nargs="*",
+        metavar="RUN",
+        help="[LABEL=]PATH, [LABEL=]tb:DIR or [LABEL=]wandb:ENTITY/PROJECT/RUN_ID (none: nothing is read, exit 0)",
     )
     parser.add_argument(
         "--baseline",
@@ -389,6 +402,16 @@ def _add_reading_options(parser: argparse.ArgumentParser) -> None:
         "--equivalence-margin also for the equivalence test",
     )
     parser.add_argument(
+        "--last-step",
+        metavar="LABEL=STEPS",
+        type=last_step,
+        action="append",
+        default=[],
+        help="the configured last step of a run, or of every seed of a configuration, whose log does not name it "
+        "(logs before training/total_training_steps); a run that ends before it stopped early. Without it such a "
+        "run stopped if it ends before its configuration's longest run",
+    )
+    parser.add_argument(
         "--power-goal",
         metavar="P",
         type=level,
@@ -409,9 +432,18 @@ def _check_reading_options(parser: argparse.ArgumentParser, args: argparse.Names
     missing = [name for name, given in power_needs if not given]
     if args.power is not None and missing:
         parser.error(f"--power reads the runs' spread at budgets: add {', '.join(missing)}")
+    args.last_step = dict(args.last_step)
     if args.power_goal is not None and args.power is None:
         parser.error("--power-goal sets the power --power asks for: add --power DELTA")
     args.power_goal = 0.8 if args.power_goal is None else args.power_goal
+
+
+def last_step(text: str) -> tuple[str, int]:
+    """LABEL=STEPS of --last-step."""
+    label, _, steps = text.rpartition("=")
+    if not label or not steps.isdigit() or int(steps) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: write LABEL=STEPS, e.g. grpo64t36_calibrated=36")
+    return label, int(steps)
 
 
 def _names(text: str) -> list[str]:
@@ -466,13 +498,22 @@ def _parse_runs(specs: list[str]) -> dict[str, RunSource]:
 
 
 def _load_runs(sources: dict[str, RunSource]) -> dict[str, pd.DataFrame]:
+    """Every run's log; one that cannot be read stops the report (a table without it would read as complete)."""
     frames: dict[str, pd.DataFrame] = {}
     for label, source in sources.items():
         try:
             frames[label] = load_run(source)
         except ReportError as exc:
-            logger.error("run %s skipped: %s", label, exc)
+            raise ReportError(f"run {label}: {exc}") from None
     return frames
+
+
+def _given_last_step(given: dict[str, int], label: str) -> int | None:
+    """--last-step's value for the run ``label``: named by its label, else by its configuration."""
+    if label in given:
+        return given[label]
+    match = SEED_SUFFIX.match(label)
+    return given.get(match["config"]) if match else None
 
 
 def _plot_possible(args: argparse.Namespace) -> bool:
@@ -504,6 +545,7 @@ def _curves(args: argparse.Namespace, frames: dict[str, pd.DataFrame]):
     for label, frame in usable.items():
         columns[label] = {b: all_columns[label][b] for b in benchmarks}
         curve = validation_curve(frame, columns[label], args.smooth)
+        mark_run_end(curve, frame, _given_last_step(args.last_step, label))
         if curve.empty:
             logger.error("run %s: no validation step logs all of %s; run skipped", label, ", ".join(benchmarks))
             continue
@@ -576,7 +618,7 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> tupl
     if not groups:
         raise ReportError("no usable configuration")
     configs = list(groups)
-    baseline = _pick_baseline(configs, args.baseline, args.target is not None)
+    baseline = _pick_baseline(configs, args.baseline, args.target is not None, args.ci)
     compare = _pick_compare(configs, args.compare, baseline)
     if args.interpolate:
         _check_interpolate(args, groups, baseline)
@@ -608,12 +650,13 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> tupl
 
 
 def _check_interpolate(args, groups: dict[str, list[str]], baseline: str | None) -> None:
-    """Refuse, before any table is written, what --interpolate and --ci cannot read."""
+    """Refuse, before any table is written, what --interpolate cannot read; with --ci, fewer than 2 runs a side is
+    not read (a design whose runs have not finished yet), which is not an error."""
     if baseline is None:
         raise ReportError("--interpolate reads each configuration against a baseline: pass --baseline LABEL")
     few = [f"{config} ({len(labels)})" for config, labels in groups.items() if len(labels) < 2]
     if args.ci and few:
-        raise ReportError(f"--ci resamples and permutes runs: every configuration needs 2 or more; {', '.join(few)}")
+        raise NotRead(f"--ci resamples and permutes runs, 2 or more a configuration, and {', '.join(few)} has fewer")
 
 
 def _interpolated_report(args, curves, groups, baseline: str, method: str, written: list[Path]) -> str:
@@ -712,6 +755,8 @@ def report(args: argparse.Namespace) -> tuple[str, list[Path]]:
 
     Raises ReportError when no table can be made.
     """
+    if not args.runs:
+        raise NotRead("no run given")
     sources = _parse_runs(args.runs)
     _check_power_seeds(args, sources)
     frames, curves, benchmarks, columns = _curves(args, _load_runs(sources))
@@ -763,6 +808,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     try:
         markdown, written = report(args)
+    except NotRead as why:
+        print(f"not read: {why}; no table is written")
+        return 0
     except ReportError as exc:
         logger.error("%s", exc)
         return 2

@@ -261,15 +261,16 @@ def test_wandb_run_history_through_the_api(logs, fake_wandb):
     assert not any(c.startswith(("_", "val/generations")) for c in frame.columns)
 
 
-def test_wandb_run_in_a_report_and_an_unreadable_one_skipped(logs, tmp_path, capsys, caplog, fake_wandb):
+def test_wandb_run_in_a_report_and_an_unreadable_one_stops_it(logs, tmp_path, capsys, caplog, fake_wandb):
     with open(WANDB_FIXTURE) as f:
         paths = fake_wandb(json.load(f))
     code, _, table = run_main([f"grpo={logs['grpo']}", "pc=wandb:me/proj/ab12"], tmp_path, capsys)
     assert code == 0 and table.set_index("run")["rollouts_to_target"].to_dict() == {"grpo": 400, "pc": 100}
     fake_wandb(error=ValueError("Could not find run me/proj/zz"))
-    code, _, table = run_main([f"grpo={logs['grpo']}", "pc=wandb:me/proj/zz"], tmp_path, capsys)
-    assert code == 0 and table["run"].tolist() == ["grpo"]
-    assert "run pc skipped: wandb:me/proj/zz: cannot read the run's history: ValueError: Could not find" in caplog.text
+    out = tmp_path / "second"
+    assert report.main([f"grpo={logs['grpo']}", "pc=wandb:me/proj/zz", "--out", str(out), "--no-plot"]) == 2
+    assert capsys.readouterr().out == "" and not out.exists()  # no table that would read as complete
+    assert "run pc: wandb:me/proj/zz: cannot read the run's history: ValueError: Could not find" in caplog.text
     assert paths == ["me/proj/ab12", "me/proj/zz"]
 
 
@@ -643,13 +644,29 @@ def test_cli_writes_table_and_plot(logs, tmp_path, monkeypatch, capsys):
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
 
 
-def test_cli_fails_when_nothing_is_usable(tmp_path, capsys, caplog):
+def test_cli_fails_on_a_run_it_cannot_read_or_find(logs, tmp_path, capsys, caplog):
     bad = tmp_path / "grpo.jsonl"
     bad.write_text("not json\n")
     assert report.main([str(bad), "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().out == ""
-    assert f"run grpo skipped: {bad}: line 1: invalid JSON" in caplog.text
-    assert "no usable run" in caplog.text
+    assert f"run grpo: {bad}: line 1: invalid JSON" in caplog.text
+    missing = tmp_path / "nope" / "metrics.jsonl"
+    assert report.main([f"grpo={logs['grpo']}", f"pc={missing}", "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().out == "" and f"run pc: {missing}" in caplog.text
+
+
+def test_no_run_or_too_few_a_side_for_the_intervals_is_one_not_read_line_and_exit_0(logs, tmp_path, capsys):
+    """The pre-registered command run before its runs have finished: it says what is not read and why."""
+    ci = ["--seeds", "--interpolate", "--ci", "--no-plot", "--at-rollouts", "300", "--baseline", "grpo"]
+    ci += ["--out", str(tmp_path / "o")]
+    assert report.main(ci) == 0
+    assert capsys.readouterr().out == "not read: no run given; no table is written\n"
+    assert report.main([*ci, f"grpo_s1={logs['grpo']}", f"pc_s1={logs['pc']}", f"pc_s2={logs['pc']}"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("not read: --ci resamples and permutes runs") and "grpo (1)" in out and out.count("\n") == 1
+    assert not list((tmp_path / "o").glob("*.md"))
+    assert report.main([*ci, f"pc_s1={logs['pc']}", f"pc_s2={logs['pc']}"]) == 0
+    assert capsys.readouterr().out.startswith("not read: --baseline grpo has no run (runs: pc)")
 
 
 @pytest.fixture(autouse=True)
@@ -1063,9 +1080,11 @@ def test_interpolate_and_ci_refuse_what_they_cannot_read(seed_logs, tmp_path, ca
         with pytest.raises(SystemExit):
             report.main([*seed_logs, *argv, *out])
         assert message in capsys.readouterr().err
-    # A configuration of one run (dapo) can be neither resampled nor permuted: refused before any table is written.
-    assert report.main([*seed_logs, "--seeds", "--interpolate", "--ci", "--at-rollouts", "300", *out]) == 2
-    assert "--ci resamples and permutes runs: every configuration needs 2 or more; dapo (1)" in caplog.text
+    # A configuration of one run (dapo) can be neither resampled nor permuted: not read, before any table is written.
+    assert report.main([*seed_logs, "--seeds", "--interpolate", "--ci", "--at-rollouts", "300", *out]) == 0
+    assert (
+        "not read: --ci resamples and permutes runs, 2 or more a configuration, and dapo (1)" in capsys.readouterr().out
+    )
     assert not (tmp_path / "out" / "seeds_table.md").exists()
 
 

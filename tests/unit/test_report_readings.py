@@ -3,6 +3,7 @@ fixed in advance, wide gaps between validation points, PCHIP curves, the equival
 and the seeds a design needs."""
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -365,3 +366,44 @@ def test_a_permutation_test_with_too_many_splits_samples_them_with_the_observed_
     assert intervals.permutation_p(np.ones(13), np.zeros(13)) == 1 / (1 + intervals.PERMUTATION_DRAWS)
     # Where the splits can be enumerated the test stays exact: 5 + 5 runs, one value apart, p = 2 / 252.
     assert intervals.permutation_p(np.ones(5), np.zeros(5)) == pytest.approx(2 / 252)
+
+
+def trainer_log(path, accuracies, configured=None):
+    """A log as the trainer writes it: a validation at every step, 100 rollouts a step, and (``configured``) the
+    run's configured last step on each line."""
+    lines = []
+    for step, acc in enumerate(accuracies, start=1):
+        data = {"rollout_stats/cumulative_rollouts_sample": 100 * step, "val-core/arith/acc/mean@8": acc}
+        if configured is not None:
+            data["training/total_training_steps"] = configured
+        lines.append(f'{{"step": {step}, "data": {json.dumps(data)}}}\n')
+    path.write_text("".join(lines))
+    return str(path)
+
+
+@pytest.mark.parametrize("logged", [True, False])
+def test_a_run_is_finished_only_when_it_reached_its_configured_last_step(tmp_path, capsys, logged):
+    """Both GRPO seeds were cut at step 3 of 5, alike: against each other they look finished, against their
+    configured last step (logged, or --last-step for older logs) they stopped, so 0.5 is not read for them."""
+    cut = [0.1, 0.2, 0.3]
+    runs = [
+        f"grpo_s1={trainer_log(tmp_path / 'g1.jsonl', cut, 5 if logged else None)}",
+        f"grpo_s2={trainer_log(tmp_path / 'g2.jsonl', cut, 5 if logged else None)}",
+        f"pc_s1={trainer_log(tmp_path / 'p1.jsonl', [0.1, 0.2, 0.3, 0.4, 0.45], 5 if logged else None)}",
+    ]
+    argv = [*runs, "--seeds", "--target", "0.5", "--baseline", "grpo", "--no-plot", "--out", str(tmp_path / "o")]
+    assert report.main(argv + ([] if logged else ["--last-step", "grpo=5"])) == 0
+    table = pd.read_csv(tmp_path / "o" / "seeds_table.csv").set_index("configuration")
+    assert table.loc["grpo", "seeds_stopped"] == 2 and table.loc["pc", "seeds_stopped"] == 0
+    assert "| grpo | 0 of 0 finished, 2 stopped |" in capsys.readouterr().out
+    if not logged:  # without the configured last step, runs cut alike read as finished (the older rule)
+        assert report.main(argv) == 0
+        table = pd.read_csv(tmp_path / "o" / "seeds_table.csv").set_index("configuration")
+        assert table.loc["grpo", "seeds_stopped"] == 0
+    # One run's own value wins over its configuration's.
+    frame = pd.DataFrame({"x": [1.0, 1.0]}, index=[1, 2])
+    marked = curve([0, 100], [0.1, 0.2])
+    curve_fns.mark_run_end(marked, frame, configured_last_step=2)
+    assert curve_fns.stopped_runs([marked]).tolist() == [False]
+    assert report._given_last_step({"grpo": 5, "grpo_s2": 3}, "grpo_s2") == 3
+    assert report._given_last_step({"grpo": 5}, "grpo_s1") == 5 and report._given_last_step({}, "pc_s1") is None
