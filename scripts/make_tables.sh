@@ -447,7 +447,7 @@ FINISHED=()
 for metrics in docs/results/regimes/*/{grpo64t36v2304,pc4x60t42v2304}_calibrated_s*/metrics.jsonl; do
   [ -f "$metrics" ] || continue
   name=$(basename "$(dirname "$metrics")")
-  last=$(grep -o '"training/total_training_steps":[0-9]*' "$metrics" | tail -n 1 | cut -d: -f2)
+  last=$(grep -o '"training/total_training_steps":[0-9]*' "$metrics" | tail -n 1 | cut -d: -f2 || true)
   if [ -n "$last" ] && grep -q "^{\"step\":$last," "$metrics"; then
     FINISHED+=("$name=$metrics")
   fi

@@ -349,7 +349,8 @@ def drawn_crossings(
 
 
 def crossing_ratio(crossing: np.ndarray, baseline: np.ndarray) -> np.ndarray:
-    """Crossing over the baseline's: inf where only the configuration never gets there, NaN where neither does or
-    the baseline's crossing is at 0 rollouts."""
+    """Crossing over the baseline's: inf where only the configuration never gets there; NaN (not read) where the
+    baseline never does, whatever the configuration did (no ratio to a target it never reached), or its crossing is
+    at 0 rollouts."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(baseline > 0, crossing / baseline, np.nan)
+        return np.where((baseline > 0) & np.isfinite(baseline), crossing / baseline, np.nan)

@@ -287,20 +287,26 @@ class _Draws:
 
 def _ratio_bounds(config: tuple, baseline: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Per resample, the least and the most the ratio can be given its crossings' bounds (``drawn_crossings``):
-    equal (``crossing_ratio``) where both crossings are read."""
+    equal (``crossing_ratio``) where both crossings are read; NaN for both where the baseline's mean curve never
+    reaches the target (no ratio to read)."""
     (low, high), (base_low, base_high) = config, baseline
     read = (low == high) & (base_low == base_high)
     with np.errstate(invalid="ignore", divide="ignore"):
         least = np.where(np.isinf(base_high), 0.0, low / base_high)
         most = np.where(np.isinf(high) | (base_low <= 0), np.inf, high / base_low)
     exact = crossing_ratio(low, base_low)
-    return np.where(read, exact, least), np.where(read, exact, most)
+    never = np.isposinf(base_low)
+    return np.where(read | never, exact, least), np.where(read | never, exact, most)
 
 
 def _censored_interval(least: np.ndarray, most: np.ndarray) -> tuple[float, float]:
-    """The percentile interval's ends where every resample between its bounds gives the same end; NaN (not read)
-    for an end that depends on where the unread crossings lie."""
-    ends = zip(_percentile_interval(least), _percentile_interval(most), strict=True)
+    """The percentile interval's ends over the resamples with a ratio (those whose baseline never reaches the target
+    are not read), where every such resample between its bounds gives the same end; NaN (not read) for an end that
+    depends on where the unread crossings lie, or with no resample to read."""
+    kept = ~(np.isnan(least) & np.isnan(most))
+    if not kept.any():
+        return np.nan, np.nan
+    ends = zip(_percentile_interval(least[kept]), _percentile_interval(most[kept]), strict=True)
     return tuple(a if a == b or (np.isnan(a) and np.isnan(b)) else np.nan for a, b in ends)
 
 
@@ -361,7 +367,10 @@ def intervals_table(
     # A difference row carries the first target.
     table["target"] = table["target"].fillna(goals[0][1])
     table["target_source"] = table["target_source"].fillna(goals[0][0].source(baseline))
-    table["resamples"], table["seed"], table["interval"], table["curve"] = resamples, seed, interval, kind
+    # Ratios get percentile intervals whatever --interval says: their resamples may be censored or infinite.
+    table["resamples"], table["seed"] = resamples, seed
+    table["interval"] = np.where(table["measure"] == "ratio", "percentile", interval)
+    table["curve"] = kind
     if margin is not None:
         table["margin"] = margin
     table.attrs["targets"] = goals
@@ -392,8 +401,10 @@ def _ratio_row(runs, config, baseline, goal: Target, value: float, draws: _Draws
         crossings = drawn_crossings(runs[config], draws.of(config, own.used), drawn_targets, kind)
         base_crossings = drawn_crossings(runs[baseline], base_draws, drawn_targets, kind)
         row["low"], row["high"] = _censored_interval(*_ratio_bounds(crossings, base_crossings))
-        # Resamples whose crossing lies past a stopped run's end: their ratio is not read, not infinite.
+        # Resamples whose crossing lies past a stopped run's end, or whose baseline never reaches the target: their
+        # ratio is not read, not infinite or 0.
         read = (crossings[0] == crossings[1]) & (base_crossings[0] == base_crossings[1])
+        read &= np.isfinite(base_crossings[0])
         row["unread_share"] = float(np.mean(~read))
     return row
 
@@ -444,7 +455,11 @@ def _interval_cells(row: dict, goals: list, baseline: str, alpha: float) -> list
         splits, kind = PERMUTATION_DRAWS + 1, " random"
     else:
         kind = ""
-    p = "—" if pd.isna(row["p_value"]) else f"{row['p_value']:.4f} ({round(row['p_value'] * splits)} of {splits}{kind})"
+    p = (
+        "—"
+        if pd.isna(row["p_value"])
+        else f"{row['p_value']:.4f} ({round(row['p_value'] * splits):,} of {splits:,}{kind})"
+    )
     cells = [f"acc. at {row['rollouts']:,.0f} rollouts", format_cell(row["value"], ".3f", "not read")]
     cells += [
         format_cell(row["baseline_value"], ".3f", "not read"),
@@ -467,7 +482,7 @@ def _splits(row: dict) -> int:
 def intervals_markdown(table: pd.DataFrame, baseline: str, source: str, method: str, alpha: float = 0.05) -> str:
     first = table.iloc[0]
     goals = table.attrs.get("targets", [(Target(), first["target"])])
-    studentized = first["interval"] == "studentized"
+    studentized = (table["interval"] == "studentized").any()
     target_text = (
         f"the target {first['target']:.4f} ({source})"
         if len(goals) == 1
@@ -486,12 +501,19 @@ def intervals_markdown(table: pd.DataFrame, baseline: str, source: str, method: 
         f"the pooled runs into groups of the original sizes{sampled}). Ratio: rollouts at which the mean curve first "
         f"reaches {target_text}, linear between points, over {baseline}'s, each read from the runs that cover the "
         "range up to it (a run that stopped early and ended before is left out; not reached: the runs read end below "
-        "the target; not read: a crossing that a left-out run's range would hold). 95% intervals: "
-        + ("studentized bootstrap (bootstrap-t, Welch's standard error)" if studentized else "percentile bootstrap")
+        "the target; not read: a crossing that a left-out run's range would hold, or a target the baseline never "
+        "reaches). 95% intervals: "
+        + (
+            "studentized bootstrap (bootstrap-t, Welch's standard error) for differences, percentile bootstrap for "
+            "ratios"
+            if studentized
+            else "percentile bootstrap"
+        )
         + f", {first['resamples']:,} resamples of each configuration's runs with replacement, independently, numpy "
         f"default_rng({first['seed']}); target and crossings are recomputed in each resample, ∞ where the mean curve "
         "does not reach it before a finished run's end, an end not read where it depends on resamples whose crossing "
-        f"lies past a stopped run's end. Accuracy: {method}."
+        "lies past a stopped run's end, and resamples whose baseline never reaches it left out of a ratio's interval "
+        f"and counted as not read. Accuracy: {method}."
     )
     has_margin = "margin" in table.columns
     if has_margin:

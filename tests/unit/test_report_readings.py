@@ -119,6 +119,30 @@ def test_the_ratio_reports_the_share_of_resamples_a_stopped_run_leaves_unread():
     assert f"({ratio['unread_share']:.0%} of resamples not read) |" in text
 
 
+def test_a_target_the_baseline_never_reaches_gives_no_ratio_only_not_read():
+    """The new runs reach 0.4 at 2,000; the baseline's mean never does (one run reaches it, one ends at 0.3): the
+    ratio is not read, never 0.00×, and resamples whose baseline never reaches it are not read either."""
+    runs = {
+        "base_s1": curve(POINTS, [0.1, 0.2, 0.3, 0.5]),
+        "base_s2": curve(POINTS, [0.1, 0.2, 0.25, 0.3]),
+        "new_s1": curve(POINTS, [0.1, 0.3, 0.4, 0.5]),
+        "new_s2": curve(POINTS, [0.1, 0.3, 0.4, 0.5]),
+    }
+    groups = curve_fns.seed_groups(list(runs))
+    table = intervals.intervals_table(runs, groups, "base", [500], 0.45, resamples=2000)
+    (ratio,) = [row for row in table.to_dict("records") if row["measure"] == "ratio" and row["target"] == 0.45]
+    assert ratio["value"] == pytest.approx(2500) and ratio["baseline_value"] == np.inf and np.isnan(ratio["estimate"])
+    # A resample of the baseline has a ratio only when it draws base_s1 twice: 1 in 4.
+    assert ratio["unread_share"] == pytest.approx(3 / 4, abs=0.03)
+    assert ratio["low"] == ratio["high"] == pytest.approx(2500 / 2750)  # base_s1 alone crosses 0.45 at 2,750
+    text = intervals.intervals_markdown(table, "base", "given", "method")
+    row = next(line for line in text.splitlines() if line.startswith("| new | rollouts to 0.4500"))
+    assert "| 2,500 | not reached | not read |" in row and "0.00×" not in text
+    assert f"({ratio['unread_share']:.0%} of resamples not read)" in row
+    interpolated = intervals.interpolated_table(runs, groups, "base", [500], 0.45)
+    assert np.isnan(interpolated.set_index("configuration").loc["new", "rollouts_ratio_vs_base"])
+
+
 @pytest.mark.parametrize(
     "unread, bound, interval",
     [
@@ -284,7 +308,11 @@ def test_cli_reads_a_design_with_every_reading_option(seed_files, tmp_path, caps
     assert report.main(argv) == 0
     stdout = capsys.readouterr().out
     table = pd.read_csv(out / "intervals.csv")
-    assert table["interval"].tolist() == ["studentized"] * 4 and table["curve"].tolist() == ["pchip"] * 4
+    # Differences get the studentized interval asked for; ratios (censored, possibly infinite) a percentile one.
+    assert (
+        table["interval"].tolist() == ["studentized"] * 2 + ["percentile"] * 2
+        and table["curve"].tolist() == ["pchip"] * 4
+    )
     assert table["measure"].tolist() == ["difference", "difference", "ratio", "ratio"]
     assert table.loc[1, "left_out"] == "pc_s3 (ended at 1,200)" and table["margin"].tolist() == [0.02] * 4
     power_table = pd.read_csv(out / "power.csv")
@@ -295,6 +323,8 @@ def test_cli_reads_a_design_with_every_reading_option(seed_files, tmp_path, caps
     assert first["tost_power"] == pytest.approx(power.tost_power(2, first["sd"], 0.02))
     # Every run's points lie 1,000 or 1,200 apart: 1,500 is inside a gap over 0.5 × 1,500 = 750.
     assert "pc_s1 at 1,500 (points 1,200 and 2,400)" in stdout
+    # The note stands under the intervals table itself, not only under the table before it on stdout.
+    assert "pc_s1 at 1,500 (points 1,200 and 2,400)" in (out / "intervals.md").read_text()
     assert "run grpo_s1: 1,500 rollouts fall between validation points at 1,000 and 2,000" in caplog.text
 
 
@@ -366,6 +396,13 @@ def test_a_permutation_test_with_too_many_splits_samples_them_with_the_observed_
     assert intervals.permutation_p(np.ones(13), np.zeros(13)) == 1 / (1 + intervals.PERMUTATION_DRAWS)
     # Where the splits can be enumerated the test stays exact: 5 + 5 runs, one value apart, p = 2 / 252.
     assert intervals.permutation_p(np.ones(5), np.zeros(5)) == pytest.approx(2 / 252)
+    # The table's cell says which: the count of the 200,000 random splits and the observed one.
+    points = [0, 1000]
+    runs = {f"base_s{i}": curve(points, [0.1, 0.4 + v]) for i, v in enumerate(theirs)}
+    runs |= {f"new_s{i}": curve(points, [0.1, 0.4 + v]) for i, v in enumerate(mine)}
+    table = intervals.intervals_table(runs, curve_fns.seed_groups(list(runs)), "base", [1000], 0.2, resamples=50)
+    text = intervals.intervals_markdown(table, "base", "given", "method")
+    assert f"| {p:.4f} ({round(p * 200_001):,} of 200,001 random) |" in text
 
 
 def trainer_log(path, accuracies, configured=None):
