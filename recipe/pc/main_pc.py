@@ -2,7 +2,8 @@
 
 Composes ``config/pc_trainer.yaml`` over verl's packaged ``ppo_trainer`` and runs verl's
 ``run_ppo`` with a TaskRunner that builds RayPCTrainer (whose allocator ``algorithm.rollout_allocation``
-picks: ``pilot_commit``, ``grpo`` or ``dapo``) on the legacy (non-V1) path, whatever ``trainer.use_v1`` says.
+picks: ``pilot_commit``, ``grpo``, ``dapo`` or ``knapsack``) on the legacy (non-V1) path, whatever ``trainer.use_v1``
+says.
 
 A misspelt key stops the entry point before Hydra composes, naming the closest real key. Before Ray starts it runs
 every start-up check that needs no GPU (``recipe.pc.startup_checks``), and on a launch that starts its own Ray it
