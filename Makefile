@@ -7,7 +7,7 @@ JOBS ?= 2
 test:  ## the whole suite, as CI runs it
 	$(PYTHON) -m pytest -q -n $(JOBS) tests/
 
-test-fast:  ## unit and fit tests without the slow ones (about two minutes)
+test-fast:  ## unit and fit tests without the slow ones (about five minutes on two cores)
 	$(PYTHON) -m pytest -q -n $(JOBS) -m "not slow" tests/unit tests/fit
 
 lint:
