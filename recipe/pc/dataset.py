@@ -47,7 +47,8 @@ class PilotCommitDataset(RLHFDataset):
     def _check_ground_truths(self) -> None:
         """verl's reward loop reads ``reward_model["ground_truth"]`` from every row: a file whose reward_model has no
         such field would crash it mid-run, so it is refused here. A row whose ground truth is empty, null or not a
-        string is graded (``rewards/math_reward.py``); the start-up checks count those rows."""
+        string, or whose whole entry is null (``__getitem__``), is graded as wrong (``rewards/math_reward.py``,
+        ``rewards/last_integer.py``); the start-up checks count those rows."""
         frame = self.dataframe
         if "reward_model" not in frame.column_names:
             return
@@ -63,6 +64,10 @@ class PilotCommitDataset(RLHFDataset):
         row = int(self._active_rows[item])
         row_dict = super().__getitem__(row)
         row_dict["index"] = int(self.prompt_ids[row])
+        if "reward_model" in row_dict and row_dict["reward_model"] is None:
+            # A null entry has no ground truth to grade against: verl's reward managers and _validate index it, so
+            # it becomes one with a null ground truth, which the reward functions grade as wrong.
+            row_dict["reward_model"] = {"ground_truth": None}
         return row_dict
 
     @property

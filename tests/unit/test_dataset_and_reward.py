@@ -1,5 +1,6 @@
 """PilotCommitDataset eviction and the last-integer reward."""
 
+import numpy as np
 import pandas as pd
 import pytest
 from pc_standins import write_prompt_parquet
@@ -54,3 +55,51 @@ def test_last_integer_reward_rejects_non_integer_truth():
     with pytest.raises(ValueError, match="not an integer"):
         compute_score("arith_l1", "7", "seven", extra_info={"index": 3})
     assert last_integer("x" * 100000 + "42") == 42
+
+
+# Row-level bad data, each graded: (reward_model as stored, what the grader sees). A null entry is a file-level
+# struct's null row; the dataset gives it a null ground truth.
+BAD_ROWS = [
+    (None, None),
+    ({"ground_truth": None, "style": "rule"}, None),
+    ({"ground_truth": "", "style": "rule"}, ""),
+    ({"ground_truth": "  \t", "style": "rule"}, "  \t"),
+]
+
+
+def test_rows_without_a_ground_truth_are_graded_wrong_by_verls_reward_managers(tmp_path, tokenizer):
+    """The dataset's rows, bad ones included, through verl 0.9.1's own reward-loop managers
+    (verl/experimental/reward_loop/reward_manager/{naive,dapo}.py run_single, which index
+    ``reward_model["ground_truth"]``) with the arithmetic scripts' reward: each bad row is graded as wrong, none
+    raises; a good row is graded right. (math_reward grades them alike: ``gold_text``.)"""
+    import torch
+    from verl import DataProto
+    from verl.experimental.reward_loop.reward_manager.dapo import DAPORewardManager
+    from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+
+    path = write_prompt_parquet(str(tmp_path / "d.parquet"), [0.5] * (len(BAD_ROWS) + 1), first_id=6)
+    frame = pd.read_parquet(path)
+    frame["reward_model"] = [stored for stored, _ in BAD_ROWS] + [{"ground_truth": "7", "style": "rule"}]
+    frame.to_parquet(path)
+    rows = [load(path, tokenizer)[i] for i in range(len(BAD_ROWS) + 1)]
+    assert [row["reward_model"]["ground_truth"] for row in rows] == [seen for _, seen in BAD_ROWS] + ["7"]
+
+    response_ids = torch.tensor([tokenizer.encode("7")])
+    config = compose_pc_config([])
+    for manager_cls in (NaiveRewardManager, DAPORewardManager):
+        manager = manager_cls(config, tokenizer, compute_score)
+        results = []
+        for row in rows:
+            item = DataProto.from_single_dict(
+                {
+                    "responses": response_ids,
+                    "attention_mask": torch.ones_like(response_ids),
+                    "data_source": np.array([row["data_source"]], dtype=object),
+                    "reward_model": np.array([row["reward_model"]], dtype=object),
+                    "extra_info": np.array([dict(row["extra_info"])], dtype=object),
+                }
+            )
+            results.append(manager.loop.run_until_complete(manager.run_single(item)))
+        accs = [r["reward_extra_info"]["acc"] for r in results]
+        assert accs == [False] * len(BAD_ROWS) + [True], manager_cls.__name__
+        assert results[-1]["reward_score"] > results[0]["reward_score"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from recipe.pc.rewards.math_reward import gold_text
+
 # An integer, allowing thousands separators ("1,234") and a leading minus sign.
 _INTEGER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?!\d)|-?\d+")
 
@@ -22,8 +24,11 @@ def last_integer(text: str) -> int | None:
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict:
     predicted = last_integer(solution_str)
+    gold = gold_text(ground_truth)
+    if gold is None:  # a row without a ground truth is a data error that must not stop a run: graded as wrong
+        return {"score": 0.0, "acc": False, "pred": "" if predicted is None else str(predicted)}
     try:
-        expected = int(str(ground_truth).strip())
+        expected = int(gold)
     except ValueError as err:
         raise ValueError(
             f"{data_source}: ground truth {ground_truth!r} is not an integer (extra_info={extra_info})"
