@@ -383,7 +383,7 @@ def run_predict(args: argparse.Namespace) -> int:
 
     print(
         f"{len(ids)} prompts, {int(seen.sum())} rollouts from steps {files[0][0]}..{files[-1][0]} "
-        f"({len(files)} files); metric {metric}, prior Beta{prior}"
+        f"({len(files)} dumped steps); metric {metric}, prior Beta{prior}"
         + (f"; data sources {','.join(sources)}" if sources else "")
     )
     print(

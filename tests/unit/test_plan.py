@@ -29,7 +29,7 @@ def test_command_runs_on_the_fixture(capsys):
         run_module("recipe.pc_tools.plan", "predict", FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8") == 0
     )
     out = capsys.readouterr().out
-    assert "16 prompts, 160 rollouts from steps 1..3 (3 files)" in out
+    assert "16 prompts, 160 rollouts from steps 1..3 (3 dumped steps)" in out
     for label in ("GRPO n=16", "DAPO n=16 G=8", "PC 2+14 G=8", "PC 4+12 G=8", "PC 8+8 G=8"):
         assert f"| {label} | 16 |" in out
     assert "recommended: " in out
@@ -158,6 +158,68 @@ def test_gzipped_dumps_read_the_same(tmp_path):
     shutil.copy(os.path.join(FIXTURE, "2.jsonl"), tmp_path / "2.jsonl")
     with pytest.raises(DumpError, match="both <step>.jsonl and <step>.jsonl.gz"):
         step_files(str(tmp_path), (None, None))
+
+
+def _pack(folder, tmp_path) -> str:
+    dump = tmp_path / "dump"
+    shutil.copytree(folder, dump)
+    assert run_module("recipe.pc_tools.dumps", "pack", str(dump)) == 0
+    return f"{dump}.parquet"
+
+
+def test_a_packed_dump_reads_as_its_folder(tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    from recipe.pc_tools.dumps import per_step_rates
+
+    packed = _pack(FIXTURE, tmp_path)
+    for window in ((None, None), (2, 3), (3, 3)):
+        assert [s for s, _ in step_files(packed, window)] == [s for s, _ in step_files(FIXTURE, window)]
+        for metric in ("acc", "score"):
+            plain = read_dump(step_files(FIXTURE, window), metric)
+            for a, b in zip(plain, read_dump(step_files(packed, window), metric), strict=True):
+                np.testing.assert_array_equal(a, b)
+    by_step = per_step_rates(step_files(packed, (None, None)), "acc", (0.0, 0.0), None)
+    for step, rates in per_step_rates(step_files(FIXTURE, (None, None)), "acc", (0.0, 0.0), None).items():
+        np.testing.assert_array_equal(by_step[step], rates)
+    # The commands print the same, but for the path they were given.
+    sizes = ["--train-batch-size", "4", "--gen-batch-size", "8"]
+    for argv in (["predict", *sizes, "--simulate", "3", "--skip"], ["sources", "--window", "2", "--table"]):
+        assert _out([argv[0], packed, *argv[1:]], capsys).replace(packed, FIXTURE) == _out(
+            [argv[0], FIXTURE, *argv[1:]], capsys
+        )
+    # Each row as the trainer wrote it, in step order, without the prompt and response text.
+    expected = [{k: v for k, v in row.items() if k not in ("input", "output")} for s in (1, 2, 3) for row in rows_of(s)]
+    assert pq.read_table(packed).to_pylist() == expected
+
+
+def test_packing_and_reading_refuse_what_they_cannot_use(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    packed = _pack(FIXTURE, tmp_path)
+    shutil.rmtree(tmp_path / "dump")  # packed for keeping, the folder removed
+    with pytest.raises(DumpError, match=r"dump is not a directory; its packed form .*dump.parquet is there"):
+        step_files(str(tmp_path / "dump"), (None, None))
+    with pytest.raises(DumpError, match="no packed dump"):
+        step_files(str(tmp_path / "other.parquet"), (None, None))
+    pq.write_table(pa.table({"prompt_id": [1]}), tmp_path / "nostep.parquet")
+    with pytest.raises(DumpError, match="has no 'step' column"):
+        step_files(str(tmp_path / "nostep.parquet"), (None, None))
+    (tmp_path / "text.parquet").write_text("not parquet")
+    with pytest.raises(DumpError, match="not a readable Parquet file"):
+        step_files(str(tmp_path / "text.parquet"), (None, None))
+    pq.write_table(pa.table({"step": [1], "prompt_id": [1], "score": [1.0]}), tmp_path / "noacc.parquet")
+    with pytest.raises(DumpError, match=r"row 0 \(step 1\) has no 'acc'.*--metric score"):
+        read_dump(step_files(str(tmp_path / "noacc.parquet"), (None, None)), "acc")
+    # A row whose step is not its file's, and a field of two types, are refused, naming the folder.
+    for name, line in (("wrong_step", {"step": 2, "prompt_id": 0}), ("mixed", {"step": 1, "prompt_id": "a"})):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "1.jsonl").write_text(json.dumps({"step": 1, "prompt_id": 0}) + "\n" + json.dumps(line) + "\n")
+        assert run_module("recipe.pc_tools.dumps", "pack", str(folder)) == 2
+        assert f"dumps pack: {folder}" in capsys.readouterr().err
+    assert os.path.isfile(packed)
 
 
 def _write_metrics(path, per_step: dict[int, tuple[int, int, int, int]], explore: int | None = None, **counters) -> str:
@@ -525,7 +587,7 @@ def _out(argv, capsys) -> str:
 def test_predict_command_and_the_options_it_refuses(capsys):
     args = [FIXTURE, "--train-batch-size", "4", "--gen-batch-size", "8", "--pc", "4+12", "--train-prompts", "10"]
     out = _out(["predict", *args], capsys)
-    assert "16 prompts, 160 rollouts from steps 1..3 (3 files)" in out and "| PC 4+12 G=8 | 16 |" in out
+    assert "16 prompts, 160 rollouts from steps 1..3 (3 dumped steps)" in out and "| PC 4+12 G=8 | 16 |" in out
     assert "note: PC 4+12 G=8:" in out and "recommended: " in out
     # Its own checks, now in its parser: the simulator's options need --simulate; --per-step excludes it.
     assert plan.main(["predict", FIXTURE, "--skip"]) == 2
