@@ -89,24 +89,24 @@ python -m recipe.pc_tools.report --seeds --equal-accuracy --means $MEANS --at-st
   pc4x12_s1=$D/pc4x12_spread_s1/metrics.jsonl pc4x12_s2=$F/pc4x12_spread_s2/metrics.jsonl >/dev/null
 for mix in default spread; do
   # Per-prompt pass rates of the GRPO run (seed 1) by data source, per 10 steps, and their histogram.
-  python -m recipe.pc_tools.plan sources $D/grpo16_${mix}_s1/dump --window 10 --table \
+  python -m recipe.pc_tools.plan sources $D/grpo16_${mix}_s1/dump.parquet --window 10 --table \
     --histogram $R/pass_rates_grpo16_${mix}_s1.png >$R/$mix/pass_rates_by_source.md
   # The cost model fed with the GRPO run's pass rates (same mix and seed), against the PC run's log.
   : >$R/$mix/costmodel_vs_measured.md
   for seed in 1 2; do
     pc=$D/pc4x12_${mix}_s$seed/metrics.jsonl
     [ "$(grep -c '"training/global_step"' $pc)" -ge 30 ] || pc=$F/pc4x12_${mix}_s$seed/metrics.jsonl
-    costmodel $R/$mix/costmodel_vs_measured.md $D/grpo16_${mix}_s$seed/dump 32 96 4+12 --measured pc:4+12=$pc
+    costmodel $R/$mix/costmodel_vs_measured.md $D/grpo16_${mix}_s$seed/dump.parquet 32 96 4+12 --measured pc:4+12=$pc
   done
 done
 # PC 4+12 under preset=reference (seed 1 batch 11, seed 2 batch 18) against the same GRPO dump as its improved twin.
-costmodel $R/default/costmodel_vs_measured.md $D/grpo16_default_s1/dump 32 96 4+12 \
+costmodel $R/default/costmodel_vs_measured.md $D/grpo16_default_s1/dump.parquet 32 96 4+12 \
   --measured pc:4+12=$F/pc4x12ref_default_s1/metrics.jsonl
-costmodel $R/default/costmodel_vs_measured.md $D/grpo16_default_s2/dump 32 96 4+12 \
+costmodel $R/default/costmodel_vs_measured.md $D/grpo16_default_s2/dump.parquet 32 96 4+12 \
   --measured pc:4+12=$N/pc4x12ref_default_s2/metrics.jsonl
 # The warm-up: steps 2-10 only (step 1 starts with an empty buffer, which the steady-state model leaves out).
 echo "Steps 2-10 only (without the warm-up step):" >>$R/default/costmodel_vs_measured.md
-python -m recipe.pc_tools.plan check $D/grpo16_default_s1/dump --steps 2:10 --train-batch-size 32 --gen-batch-size 96 --pc 4+12 \
+python -m recipe.pc_tools.plan check $D/grpo16_default_s1/dump.parquet --steps 2:10 --train-batch-size 32 --gen-batch-size 96 --pc 4+12 \
   --measured pc:4+12=$D/pc4x12_default_s1/metrics.jsonl >>$R/default/costmodel_vs_measured.md
 
 # Batch 3 (2026-11-26c): groups of 64 on the default mix. PC 8+56 and 4+60 were stopped at steps 4-6 there
@@ -120,17 +120,17 @@ python -m recipe.pc_tools.report --seeds --equal-accuracy --means $MEANS --at-st
   pc4x60_s1=$J/pc4x60_default_s1/metrics.jsonl pc4x60_s2=$J/pc4x60_default_s2/metrics.jsonl \
   pc16x48screen4_s1=$K/pc16x48screen4_default_s1/metrics.jsonl \
   pc16x48screen4_s2=$K/pc16x48screen4_default_s2/metrics.jsonl >/dev/null
-python -m recipe.pc_tools.plan sources $C/grpo64_default_s1/dump --window 10 --table \
+python -m recipe.pc_tools.plan sources $C/grpo64_default_s1/dump.parquet --window 10 --table \
   --histogram $R/pass_rates_grpo64_default_s1.png >$R/default_g64/pass_rates_by_source.md
 : >$R/default_g64/costmodel_vs_measured.md
 for seed in 1 2; do
-  costmodel $R/default_g64/costmodel_vs_measured.md $C/grpo64_default_s$seed/dump 12 36 16+48,8+56,4+60 \
+  costmodel $R/default_g64/costmodel_vs_measured.md $C/grpo64_default_s$seed/dump.parquet 12 36 16+48,8+56,4+60 \
     --measured pc:16+48=$C/pc16x48_default_s$seed/metrics.jsonl \
     --measured pc:8+56=$J/pc8x56_default_s$seed/metrics.jsonl --measured pc:4+60=$J/pc4x60_default_s$seed/metrics.jsonl
 done
 # The predictions made before batch 3 ran (README), from the groups-of-16 GRPO dumps, steps 11-30.
 for seed in 1 2; do
-  python -m recipe.pc_tools.plan predict $D/grpo16_default_s$seed/dump --steps 11:30 --group-size 64 --train-batch-size 12 \
+  python -m recipe.pc_tools.plan predict $D/grpo16_default_s$seed/dump.parquet --steps 11:30 --group-size 64 --train-batch-size 12 \
     --gen-batch-size 36 --pc 16+48,8+56,4+60 >$R/default_g64/preregistered_predictions_s$seed.md
 done
 # Batch 4a (2026-11-26d, 2 GPUs): groups of 16 on the calibrated mix, GRPO, PC 4+12 and DAPO (DAPO seed 1 from batch
@@ -146,12 +146,12 @@ target=$(python -c "import csv; print(next(csv.DictReader(open('$R/calibrated/se
 python -m recipe.pc_tools.report --target "$target" --baseline dapo16_s1_batch11 --at-steps 0,5,10,15,20,25 \
   --values training/num_gen_batches --value-steps 1,2,3,4 --no-plot --out $R/calibrated_dapo_rerun \
   dapo16_s1_batch4a=$E/dapo16_calibrated_s1/metrics.jsonl dapo16_s1_batch11=$F/dapo16_calibrated_s1/metrics.jsonl >/dev/null
-python -m recipe.pc_tools.plan sources $E/grpo16_calibrated_s1/dump --window 10 --table \
+python -m recipe.pc_tools.plan sources $E/grpo16_calibrated_s1/dump.parquet --window 10 --table \
   --histogram $R/pass_rates_grpo16_calibrated_s1.png >$R/calibrated/pass_rates_by_source.md
 # The cost model fed with the GRPO run's pass rates (same mix and seed), against the PC and DAPO runs' logs.
 : >$R/calibrated/costmodel_vs_measured.md
 for seed in 1 2; do
-  costmodel $R/calibrated/costmodel_vs_measured.md $E/grpo16_calibrated_s$seed/dump 32 96 4+12 \
+  costmodel $R/calibrated/costmodel_vs_measured.md $E/grpo16_calibrated_s$seed/dump.parquet 32 96 4+12 \
     --measured pc:4+12=$E/pc4x12_calibrated_s$seed/metrics.jsonl \
     --measured dapo=${CAL_DAPO[$seed]}/dapo16_calibrated_s$seed/metrics.jsonl
 done
@@ -159,23 +159,23 @@ done
 # (steps 11-30) restricted to the calibrated mix's levels, groups of 16 and of 64.
 for seed in 1 2; do
   calibrated="--steps 11:30 --sources arith_l2,arith_l3,arith_l4,arith_l6"
-  python -m recipe.pc_tools.plan predict $D/grpo16_spread_s$seed/dump $calibrated --pc 4+12 >$R/calibrated/preregistered_g16_s$seed.md
-  python -m recipe.pc_tools.plan predict $D/grpo16_spread_s$seed/dump $calibrated --group-size 64 --train-batch-size 12 \
+  python -m recipe.pc_tools.plan predict $D/grpo16_spread_s$seed/dump.parquet $calibrated --pc 4+12 >$R/calibrated/preregistered_g16_s$seed.md
+  python -m recipe.pc_tools.plan predict $D/grpo16_spread_s$seed/dump.parquet $calibrated --group-size 64 --train-batch-size 12 \
     --gen-batch-size 36 --pc 16+48,8+56,4+60 >$R/calibrated/preregistered_g64_s$seed.md
 done
 # Predictions for groups of 64 on the calibrated mix (batch 6 and PC 8+56/4+60 there), made after batch 4a and
 # before those runs: batch 4a's GRPO n=16 dumps of the calibrated mix, steps 11-30.
 for seed in 1 2; do
-  python -m recipe.pc_tools.plan predict $E/grpo16_calibrated_s$seed/dump --steps 11:30 --group-size 64 --train-batch-size 12 \
+  python -m recipe.pc_tools.plan predict $E/grpo16_calibrated_s$seed/dump.parquet --steps 11:30 --group-size 64 --train-batch-size 12 \
     --gen-batch-size 36 --pc 16+48,8+56,4+60 >$R/calibrated/preregistered_g64_from_4a_s$seed.md
 done
 # Predictions for the allocator stages (batches 7 and 8), made before any run: screening and PODS down-sampling
 # (the analytic model; skipping is simulated further down), from the default mix's GRPO dumps, steps 11-30.
 for seed in 1 2; do
-  g16="$D/grpo16_default_s$seed/dump --steps 11:30 --pc 4+12"
+  g16="$D/grpo16_default_s$seed/dump.parquet --steps 11:30 --pc 4+12"
   { python -m recipe.pc_tools.plan predict $g16; python -m recipe.pc_tools.plan predict $g16 --screen-n 2; python -m recipe.pc_tools.plan predict $g16 --downsample-n 24
     python -m recipe.pc_tools.plan predict $g16 --downsample-n 32; } >$R/default/preregistered_stages_s$seed.md
-  g64="$C/grpo64_default_s$seed/dump --steps 11:30 --group-size 64 --train-batch-size 12 --gen-batch-size 36 --pc 16+48"
+  g64="$C/grpo64_default_s$seed/dump.parquet --steps 11:30 --group-size 64 --train-batch-size 12 --gen-batch-size 36 --pc 16+48"
   { python -m recipe.pc_tools.plan predict $g64; python -m recipe.pc_tools.plan predict $g64 --screen-n 4; } \
     >$R/default_g64/preregistered_stages_s$seed.md
 done
@@ -186,22 +186,22 @@ done
 : >$R/default_g64/costmodel_per_step.md
 : >$R/calibrated/costmodel_per_step.md
 for seed in 1 2; do
-  costmodel $R/default/costmodel_per_step.md $D/grpo16_default_s$seed/dump 32 96 4+12 --per-step \
+  costmodel $R/default/costmodel_per_step.md $D/grpo16_default_s$seed/dump.parquet 32 96 4+12 --per-step \
     --measured pc:4+12=$D/pc4x12_default_s$seed/metrics.jsonl
-  costmodel $R/default_g64/costmodel_per_step.md $C/grpo64_default_s$seed/dump 12 36 16+48,8+56,4+60 --per-step \
+  costmodel $R/default_g64/costmodel_per_step.md $C/grpo64_default_s$seed/dump.parquet 12 36 16+48,8+56,4+60 --per-step \
     --measured pc:16+48=$C/pc16x48_default_s$seed/metrics.jsonl \
     --measured pc:8+56=$J/pc8x56_default_s$seed/metrics.jsonl --measured pc:4+60=$J/pc4x60_default_s$seed/metrics.jsonl
-  costmodel $R/calibrated/costmodel_per_step.md $E/grpo16_calibrated_s$seed/dump 32 96 4+12 --per-step \
+  costmodel $R/calibrated/costmodel_per_step.md $E/grpo16_calibrated_s$seed/dump.parquet 32 96 4+12 --per-step \
     --measured pc:4+12=$E/pc4x12_calibrated_s$seed/metrics.jsonl \
     --measured dapo=${CAL_DAPO[$seed]}/dapo16_calibrated_s$seed/metrics.jsonl
 done
-costmodel $R/spread/costmodel_per_step.md $D/grpo16_spread_s1/dump 32 96 4+12 --per-step \
+costmodel $R/spread/costmodel_per_step.md $D/grpo16_spread_s1/dump.parquet 32 96 4+12 --per-step \
   --measured pc:4+12=$D/pc4x12_spread_s1/metrics.jsonl
-costmodel $R/spread/costmodel_per_step.md $D/grpo16_spread_s2/dump 32 96 4+12 --per-step \
+costmodel $R/spread/costmodel_per_step.md $D/grpo16_spread_s2/dump.parquet 32 96 4+12 --per-step \
   --measured pc:4+12=$F/pc4x12_spread_s2/metrics.jsonl
-costmodel $R/default/costmodel_per_step.md $D/grpo16_default_s1/dump 32 96 4+12 --per-step \
+costmodel $R/default/costmodel_per_step.md $D/grpo16_default_s1/dump.parquet 32 96 4+12 --per-step \
   --measured pc:4+12=$F/pc4x12ref_default_s1/metrics.jsonl
-costmodel $R/default/costmodel_per_step.md $D/grpo16_default_s2/dump 32 96 4+12 --per-step \
+costmodel $R/default/costmodel_per_step.md $D/grpo16_default_s2/dump.parquet 32 96 4+12 --per-step \
   --measured pc:4+12=$N/pc4x12ref_default_s2/metrics.jsonl
 # Batches 11, 13 and 14 (2026-11-26e, f, 2026-11-27): groups of 64 on the calibrated mix, GRPO n=64 and PC 16+48 (seed
 # 1 in batch 11, seed 2 in batch 13), PC 8+56 (both seeds, batch 13), PC 4+60 (both seeds, batch 14) and PC 16+48 with
@@ -217,12 +217,12 @@ python -m recipe.pc_tools.report --seeds --equal-accuracy --means $MEANS --at-st
   pc4x60_s1=$H/pc4x60_calibrated_s1/metrics.jsonl pc4x60_s2=$H/pc4x60_calibrated_s2/metrics.jsonl \
   pc16x48screen4_s1=$H/pc16x48screen4_calibrated_s1/metrics.jsonl \
   pc16x48screen4_s2=$K/pc16x48screen4_calibrated_s2/metrics.jsonl >/dev/null
-python -m recipe.pc_tools.plan sources $F/grpo64_calibrated_s1/dump --window 10 --table \
+python -m recipe.pc_tools.plan sources $F/grpo64_calibrated_s1/dump.parquet --window 10 --table \
   --histogram $R/pass_rates_grpo64_calibrated_s1.png >$R/calibrated_g64/pass_rates_by_source.md
 : >$R/calibrated_g64/costmodel_vs_measured.md
 : >$R/calibrated_g64/costmodel_per_step.md
 for seed in 1 2; do
-  cal64="${CAL64[$seed]}/grpo64_calibrated_s$seed/dump 12 36 16+48,8+56,4+60
+  cal64="${CAL64[$seed]}/grpo64_calibrated_s$seed/dump.parquet 12 36 16+48,8+56,4+60
     --measured pc:16+48=${CAL64[$seed]}/pc16x48_calibrated_s$seed/metrics.jsonl
     --measured pc:8+56=$G/pc8x56_calibrated_s$seed/metrics.jsonl
     --measured pc:4+60=$H/pc4x60_calibrated_s$seed/metrics.jsonl"
@@ -232,12 +232,12 @@ done
 # PC 16+48 with a screen of 4 (seed 1 from batch 14, seed 2 from batch 16) against its own seed's GRPO n=64 dump.
 SCREEN4_CAL=("" $H $K)  # the folder of pc16x48screen4_calibrated_s<seed>
 for seed in 1 2; do
-  screen4="${CAL64[$seed]}/grpo64_calibrated_s$seed/dump 12 36 16+48 --screen-n 4
+  screen4="${CAL64[$seed]}/grpo64_calibrated_s$seed/dump.parquet 12 36 16+48 --screen-n 4
     --measured pc:16+48=${SCREEN4_CAL[$seed]}/pc16x48screen4_calibrated_s$seed/metrics.jsonl"
   costmodel $R/calibrated_g64/costmodel_vs_measured.md $screen4
   costmodel $R/calibrated_g64/costmodel_per_step.md $screen4 --per-step
   # The same screen on the default mix (batch 16), against that mix's GRPO n=64 dump of the same seed.
-  screen4="$C/grpo64_default_s$seed/dump 12 36 16+48 --screen-n 4
+  screen4="$C/grpo64_default_s$seed/dump.parquet 12 36 16+48 --screen-n 4
     --measured pc:16+48=$K/pc16x48screen4_default_s$seed/metrics.jsonl"
   costmodel $R/default_g64/costmodel_vs_measured.md $screen4
   costmodel $R/default_g64/costmodel_per_step.md $screen4 --per-step
@@ -249,24 +249,24 @@ done
 # seed 2 and PC 8+56 on the calibrated mix after them).
 whole="--per-step --group-size 64 --train-batch-size 12 --gen-batch-size 36 --pc 16+48,8+56,4+60"
 for seed in 1 2; do
-  python -m recipe.pc_tools.plan predict $C/grpo64_default_s$seed/dump $whole >$R/default_g64/preregistered_whole_run_s$seed.md
+  python -m recipe.pc_tools.plan predict $C/grpo64_default_s$seed/dump.parquet $whole >$R/default_g64/preregistered_whole_run_s$seed.md
 done
-python -m recipe.pc_tools.plan predict $F/grpo64_calibrated_s1/dump $whole >$R/calibrated_g64/preregistered_whole_run_from_s1.md
+python -m recipe.pc_tools.plan predict $F/grpo64_calibrated_s1/dump.parquet $whole >$R/calibrated_g64/preregistered_whole_run_from_s1.md
 # Made after batch 13, before batch 14 and batch 8's default-mix half: PC 4+60 and PC 16+48 with a screen of 4 on
 # the calibrated mix from each seed's own GRPO n=64 dump (both ran by then), and the screen of 4 on the default mix.
 g64="--per-step --group-size 64 --train-batch-size 12 --gen-batch-size 36"
 for seed in 1 2; do
-  { python -m recipe.pc_tools.plan predict ${CAL64[$seed]}/grpo64_calibrated_s$seed/dump $g64 --pc 4+60
-    python -m recipe.pc_tools.plan predict ${CAL64[$seed]}/grpo64_calibrated_s$seed/dump $g64 --pc 16+48 --screen-n 4
+  { python -m recipe.pc_tools.plan predict ${CAL64[$seed]}/grpo64_calibrated_s$seed/dump.parquet $g64 --pc 4+60
+    python -m recipe.pc_tools.plan predict ${CAL64[$seed]}/grpo64_calibrated_s$seed/dump.parquet $g64 --pc 16+48 --screen-n 4
   } >$R/calibrated_g64/preregistered_batch14_s$seed.md
-  python -m recipe.pc_tools.plan predict $C/grpo64_default_s$seed/dump $g64 --pc 16+48 --screen-n 4 \
+  python -m recipe.pc_tools.plan predict $C/grpo64_default_s$seed/dump.parquet $g64 --pc 16+48 --screen-n 4 \
     >$R/default_g64/preregistered_screen4_whole_run_s$seed.md
 done
 # Is the generation batch a lever? The same per-step model over G = 12 to 48 prompts a round (1 to 4 x the 12 trained).
 for seed in 1 2; do
   rows='^\| conf|^\|---|^\| PC'  # the table's header once, then the PC rows of each G
   for gen in 12 18 24 36 48; do
-    python -m recipe.pc_tools.plan predict ${CAL64[$seed]}/grpo64_calibrated_s$seed/dump --per-step --group-size 64 \
+    python -m recipe.pc_tools.plan predict ${CAL64[$seed]}/grpo64_calibrated_s$seed/dump.parquet --per-step --group-size 64 \
       --train-batch-size 12 --gen-batch-size $gen --pc 16+48,8+56,4+60 | grep -E "$rows"
     rows='^\| PC'
   done >$R/calibrated_g64/gen_batch_grid_s$seed.md
@@ -275,8 +275,8 @@ done
 # 2+62 run exists): with 2 pilot rollouts only 1 of 2 lands in the band [0.125, 0.75], so rounds rise as pilots shrink.
 for seed in 1 2; do
   for mix in default calibrated; do
-    dump=$C/grpo64_default_s$seed/dump
-    [ $mix = default ] || dump=${CAL64[$seed]}/grpo64_calibrated_s$seed/dump
+    dump=$C/grpo64_default_s$seed/dump.parquet
+    [ $mix = default ] || dump=${CAL64[$seed]}/grpo64_calibrated_s$seed/dump.parquet
     python -m recipe.pc_tools.plan predict $dump --per-step --group-size 64 --train-batch-size 12 --gen-batch-size 36 \
       --pc 8+56,4+60,2+62 >$R/${mix}_g64/pilot_size_s$seed.md
   done
@@ -284,7 +284,7 @@ done
 # The same for batch 7's groups-of-16 stages (screening and PODS; skipping has its simulation above), from the default
 # mix's GRPO n=16 dumps, steps 1-30, made before batch 13 ran some of them.
 for seed in 1 2; do
-  g16="$D/grpo16_default_s$seed/dump --per-step --pc 4+12"
+  g16="$D/grpo16_default_s$seed/dump.parquet --per-step --pc 4+12"
   { python -m recipe.pc_tools.plan predict $g16; python -m recipe.pc_tools.plan predict $g16 --screen-n 2; python -m recipe.pc_tools.plan predict $g16 --downsample-n 24
     python -m recipe.pc_tools.plan predict $g16 --downsample-n 32; } >$R/default/preregistered_stages_whole_run_s$seed.md
 done
@@ -293,13 +293,13 @@ done
 # GRPO pass rates (steps 11-30). Fixed pass rates never let a skipped prompt become solvable: optimistic.
 for seed in 1 2; do
   for prompts in 3000 480; do
-    python -m recipe.pc_tools.plan predict $D/grpo16_default_s$seed/dump --steps 11:30 --pc 4+12 --simulate 30 --simulate-warmup 0 \
+    python -m recipe.pc_tools.plan predict $D/grpo16_default_s$seed/dump.parquet --steps 11:30 --pc 4+12 --simulate 30 --simulate-warmup 0 \
       --simulate-runs 20 --prompts $prompts --skip | sed -n '/^simulated/,/^$/p'
   done >$R/default/preregistered_skip_s$seed.md
 done
 # Past 30 steps on 480 prompts (seed 1's rates): steps 31-60 and 61-90, where PC with skipping starves (README).
 for warmup in 30 60; do
-  python -m recipe.pc_tools.plan predict $D/grpo16_default_s1/dump --steps 11:30 --pc 4+12 --simulate 30 --simulate-warmup $warmup \
+  python -m recipe.pc_tools.plan predict $D/grpo16_default_s1/dump.parquet --steps 11:30 --pc 4+12 --simulate 30 --simulate-warmup $warmup \
     --simulate-runs 10 --prompts 480 --skip | sed -n '/^simulated/,/^$/p'
 done >$R/default/skip_after_30_steps_s1.md
 # The first ten steps of batch 4a one by one (the warm-up): GRPO's pass rates, and PC's and DAPO's rounds and rates
@@ -308,12 +308,12 @@ done >$R/default/skip_after_30_steps_s1.md
 for seed in 1 2; do
   { echo "Seed $seed: GRPO n=16's per-prompt pass rates, step by step (all sources)."
     echo
-    python -m recipe.pc_tools.plan sources $E/grpo16_calibrated_s$seed/dump --steps 1:10 --window 1 --table \
+    python -m recipe.pc_tools.plan sources $E/grpo16_calibrated_s$seed/dump.parquet --steps 1:10 --window 1 --table \
       | grep -E '^\| steps |^\|---|\| all \|'
     echo
     echo "Seed $seed: PC 4+12 and DAPO n=16 against the per-step model."
     echo
-    python -m recipe.pc_tools.plan check $E/grpo16_calibrated_s$seed/dump --steps 1:10 --window 1 --per-step \
+    python -m recipe.pc_tools.plan check $E/grpo16_calibrated_s$seed/dump.parquet --steps 1:10 --window 1 --per-step \
       --train-batch-size 32 --gen-batch-size 96 --pc 4+12 --measured pc:4+12=$E/pc4x12_calibrated_s$seed/metrics.jsonl \
       --measured dapo=${CAL_DAPO[$seed]}/dapo16_calibrated_s$seed/metrics.jsonl
     echo; } >>$R/calibrated/first_steps.md
@@ -344,11 +344,11 @@ for seed in 1 2; do
   for per_step in "" --per-step; do
     out=$R/default_stages/costmodel_vs_measured.md
     [ -z "$per_step" ] || out=$R/default_stages/costmodel_per_step.md
-    costmodel $out $D/grpo16_default_s$seed/dump 32 96 4+12 --screen-n 2 $per_step \
+    costmodel $out $D/grpo16_default_s$seed/dump.parquet 32 96 4+12 --screen-n 2 $per_step \
       --measured pc:4+12=$G/pc4x12screen2_default_s$seed/metrics.jsonl
-    costmodel $out $D/grpo16_default_s$seed/dump 32 96 4+12 --downsample-n 32 $per_step \
+    costmodel $out $D/grpo16_default_s$seed/dump.parquet 32 96 4+12 --downsample-n 32 $per_step \
       --measured grpo=$G/grpo16ds32_default_s$seed/metrics.jsonl
-    costmodel $out $D/grpo16_default_s$seed/dump 32 96 4+12 --downsample-n 24 $per_step \
+    costmodel $out $D/grpo16_default_s$seed/dump.parquet 32 96 4+12 --downsample-n 24 $per_step \
       --measured pc:4+12=$K/pc4x12ds24_default_s$seed/metrics.jsonl
   done
 done
@@ -370,7 +370,7 @@ python -m recipe.pc_tools.report --seeds --equal-accuracy --baseline grpo64t36 -
   pc16x48screen4_s1=$H/pc16x48screen4_calibrated_s1/metrics.jsonl \
   pc16x48screen4_s2=$K/pc16x48screen4_calibrated_s2/metrics.jsonl >/dev/null
 # PC 4+60 seed 3 against its own seed's GRPO dump, over the 30 steps it ran.
-seed3="$I/grpo64t36_calibrated_s3/dump 12 36 4+60 --steps 1:30 --measured pc:4+60=$I/pc4x60_calibrated_s3/metrics.jsonl"
+seed3="$I/grpo64t36_calibrated_s3/dump.parquet 12 36 4+60 --steps 1:30 --measured pc:4+60=$I/pc4x60_calibrated_s3/metrics.jsonl"
 costmodel $R/calibrated_g64/costmodel_vs_measured.md $seed3
 costmodel $R/calibrated_g64/costmodel_per_step.md $seed3 --per-step
 # Batch 18 (2026-11-27e) stopped at steps 2-16 when its GPU host went away. Its reference-preset seed 2 ran again
@@ -419,14 +419,14 @@ python -m recipe.pc_tools.report --seeds --equal-accuracy --baseline grpo16 --me
   pc4x12skip_s1=$N/pc4x12skip_default480_s1/metrics.jsonl pc4x12skip_s2=$N/pc4x12skip_default480_s2/metrics.jsonl >/dev/null
 # Per-prompt pass rates of GRPO n=16 on those prompts, by data source, over its 30 steps.
 for seed in 1 2; do
-  python -m recipe.pc_tools.plan sources $N/grpo16_default480_s$seed/dump --window 30 --table >$R/default480/pass_rates_by_source_s$seed.md
+  python -m recipe.pc_tools.plan sources $N/grpo16_default480_s$seed/dump.parquet --window 30 --table >$R/default480/pass_rates_by_source_s$seed.md
 done
 # The cost model fed with the same seed's GRPO n=16 dump on the 480 prompts, against PC 4+12 without skipping (the
 # skipping runs have the simulator's prediction, default/preregistered_skip_s{1,2}.md).
 : >$R/default480/costmodel_vs_measured.md
 : >$R/default480/costmodel_per_step.md
 for seed in 1 2; do
-  pc480="$N/grpo16_default480_s$seed/dump 32 96 4+12 --measured pc:4+12=$N/pc4x12_default480_s$seed/metrics.jsonl"
+  pc480="$N/grpo16_default480_s$seed/dump.parquet 32 96 4+12 --measured pc:4+12=$N/pc4x12_default480_s$seed/metrics.jsonl"
   costmodel $R/default480/costmodel_vs_measured.md $pc480
   costmodel $R/default480/costmodel_per_step.md $pc480 --per-step
 done

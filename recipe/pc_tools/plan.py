@@ -5,9 +5,10 @@
     python -m recipe.pc_tools.plan sources DUMP_DIR [--window K] [--table] [--histogram PNG]
 
 DUMP_DIR holds ``<step>.jsonl`` (or gzipped ``<step>.jsonl.gz``) files written by this project's trainer with
-``trainer.rollout_data_dir=DUMP_DIR`` (``recipe.pc_tools.dumps``). A prompt seen k times with s successes gets
-pass rate (s + a) / (k + a + b), with a Beta(a, b) prior from ``--prior a,b`` (default none: s/k). The band, the
-staleness bound, the round limit and the metric default to the trainer YAML's values (``recipe.pc_tools.defaults``).
+``trainer.rollout_data_dir=DUMP_DIR``, or is the one Parquet file they were packed into (``recipe.pc_tools.dumps``).
+A prompt seen k times with s successes gets pass rate (s + a) / (k + a + b), with a Beta(a, b) prior from
+``--prior a,b`` (default none: s/k). The band, the staleness bound, the round limit and the metric default to the
+trainer YAML's values (``recipe.pc_tools.defaults``).
 
 ``predict``: the cost model's prediction for each configuration, and a recommendation. ``--simulate STEPS --skip``
 adds each configuration with GRESO skipping to the simulated table (the analytic model has no prompt history); with
@@ -55,6 +56,7 @@ import numpy as np
 from recipe.pc_tools import defaults
 from recipe.pc_tools.costmodel import predict, simulate
 from recipe.pc_tools.dumps import (
+    PACKED_SUFFIX,
     parse_steps,
     pass_rates,
     per_step_rates,
@@ -344,7 +346,9 @@ def run_sources(args: argparse.Namespace) -> int:
         print(source_table(windowed))
     if args.histogram:
         try:
-            plot_histograms(windowed, args.histogram, args.dump_dir)
+            plot_histograms(
+                windowed, args.histogram, args.dump_dir.removesuffix(PACKED_SUFFIX)
+            )  # one title, either form
         except ImportError:
             print('error: --histogram needs matplotlib: pip install -e ".[report]"', file=sys.stderr)
             return 2
