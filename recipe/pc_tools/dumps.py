@@ -314,7 +314,7 @@ def pack(dump_dir: str, out: str | None = None) -> tuple[str, int, int]:
         except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
             raise DumpError(f"{dump_dir}: field {key!r} mixes value types across rows ({err}); not packed") from None
     table = pa.table(columns)
-    pq.write_table(table, out, compression="zstd")
+    pq.write_table(table, out, compression="zstd", compression_level=19)  # the answer text dominates; 25% smaller
     if pq.read_metadata(out).num_rows != len(rows):
         raise DumpError(f"{out}: wrote {pq.read_metadata(out).num_rows} rows of {len(rows)}")
     return out, len(rows), len(files)
