@@ -38,6 +38,9 @@ VENV_PATH = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
 def compose_pc_config(overrides: list[str]):
     from hydra import compose, initialize_config_dir
 
+    import recipe.pc.allocators  # noqa: F401  (their key groups join the composed config, as in main_pc)
+    import recipe.pc.stages  # noqa: F401
+
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         return compose(config_name="pc_trainer", overrides=overrides)
 
@@ -516,3 +519,11 @@ def plain_rows(path):
     import pyarrow.parquet as pq
 
     return pq.read_table(path).to_pylist()
+
+
+def clean_env(**extra) -> dict:
+    """This environment for a launcher subprocess, without the variables a launcher reads, and ``extra``."""
+    drop = ("MODEL_PATH", "DATA_DIR", "OUT_DIR", "VERL_FILE_LOGGER_PATH", "RAY_TMP", "RAY_ADDRESS", "PRESET", "GRADER")
+    env = {k: v for k, v in os.environ.items() if k not in drop + ("TRAINER_CMD", "DRY_RUN")}
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
+    return {**env, **extra}

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from recipe.pc.errors import PCConfigError
+from recipe.pc.registry import KeyGroup, key, register_keys
+
 # Inclusive band edges are compared with a small tolerance so that e.g. 3/4 == 1 - 0.25 passes
 # whatever rounding the two sides picked up.
 _BAND_EPS = 1e-9
@@ -159,3 +162,44 @@ def select_responses(values: np.ndarray, m: int, strategy: str, rng: np.random.G
     variance = total_sq / m - (total / m) ** 2
     best = int(np.argmax(np.round(variance, 12)))  # first maximum = fewest from the top
     return np.sort(np.concatenate([order[n - best :], order[: m - best]]))
+
+
+# ------------------------------------------------------------------ PODS-style down-sampling
+# Down-sampling serves every allocator that generates groups (GRPO, DAPO, Pilot-Commit's commits, the knapsack's), so
+# its keys belong to the allocation primitives, not to one allocator.
+@register_keys
+@dataclass(frozen=True)
+class DownsampleSettings(KeyGroup):
+    """PODS-style down-sampling: generate ``n`` rollouts a GRPO/DAPO group or a commit, train ``rollout.n`` of them,
+    those with the largest spread of ``algorithm.agg_metric`` (advantages then use the kept ones only)."""
+
+    name = "downsample"
+    n: int | None = key("algorithm.downsample.n", None)  # generated per group or commit (null: off)
+
+    def check(self, pc) -> None:
+        if self.n is not None and self.n < pc.n_commit:
+            raise PCConfigError(
+                f"algorithm.downsample.n={self.n} must be at least actor_rollout_ref.rollout.n={pc.n_commit}: it is "
+                "the rollouts generated, of which rollout.n are trained (null: off)"
+            )
+
+
+def generated_per_group(pc) -> int:
+    """Rollouts generated per trained group (baselines) or per commit (PC); ``rollout.n`` of them train."""
+    n = pc.group(DownsampleSettings).n
+    return pc.n_commit if n is None else n
+
+
+def downsample_rows(values: np.ndarray, first_rows: np.ndarray, n: int, m: int, rng: np.random.Generator) -> np.ndarray:
+    """Row indices keeping ``m`` of the ``n`` consecutive rows of each group starting at ``first_rows``: per group
+    ``select_responses(..., "max_variance")``, for binary rewards the most balanced split, so a group that had any
+    spread keeps it. Groups are kept in the order given, rows in row order."""
+    values = np.asarray(values, dtype=np.float64)
+    first_rows = np.asarray(first_rows, dtype=np.int64)
+    if first_rows.size and (first_rows.min() < 0 or first_rows.max() + n > values.shape[0]):
+        raise ValueError(f"groups of {n} rows starting at {first_rows.tolist()} exceed the {values.shape[0]} rows")
+    if first_rows.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate(
+        [start + select_responses(values[start : start + n], m, "max_variance", rng) for start in first_rows.tolist()]
+    )

@@ -90,7 +90,37 @@ def from_plain(obj):
     raise ValueError(f"unknown encoded value {tag!r}")
 
 
+_PLAIN_KEYS = (str, int, float, bool)
+PLAIN_HINT = (
+    "return plain data from state_dict (numbers, strings, None, torch tensors, and lists, tuples and dicts of them): "
+    "keep rows as recipe.pc.checkpoint.proto_to_plain(rows) and rebuild them with proto_from_plain in "
+    "load_state_dict; numpy values go through recipe.pc.checkpoint.to_plain and from_plain"
+)
+
+
+def check_plain(obj, where: str) -> None:
+    """Refuse, naming its key path, anything ``torch.load(weights_only=True)`` would not read back: a component's
+    state is checked when it is saved, not when a resume fails on it."""
+    if obj is None or isinstance(obj, (bool, int, float, str, torch.Tensor)):
+        return
+    if isinstance(obj, (list, tuple)):
+        for i, item in enumerate(obj):
+            check_plain(item, f"{where}[{i}]")
+        return
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if not isinstance(k, _PLAIN_KEYS):
+                raise CheckpointError(
+                    f"{where}: a key of type {type(k).__name__} ({k!r}) is not plain data; {PLAIN_HINT}"
+                )
+            check_plain(v, f"{where}.{k}")
+        return
+    what = "a DataProto" if isinstance(obj, DataProto) else f"a {type(obj).__module__}.{type(obj).__qualname__}"
+    raise CheckpointError(f"{where}: {what} is not plain data and would not load on resume; {PLAIN_HINT}")
+
+
 def proto_to_plain(proto: DataProto) -> dict:
+    """A DataProto as plain data (its tensors, its per-row values and meta info encoded by ``to_plain``)."""
     tensors = None if proto.batch is None else {k: v for k, v in proto.batch.items()}
     return {
         "tensors": tensors,
@@ -100,6 +130,7 @@ def proto_to_plain(proto: DataProto) -> dict:
 
 
 def proto_from_plain(d: dict) -> DataProto:
+    """The DataProto ``proto_to_plain`` encoded."""
     non_tensor = {k: from_plain(v) for k, v in d["non_tensor"].items()}
     tensors = d["tensors"]
     if tensors:
@@ -131,9 +162,9 @@ def read_state(path: str, expected_config: dict) -> dict:
         names = pickled_globals(path)
         if any(n.startswith(("recipe.pc.", "verl.")) for n in names):
             raise CheckpointError(
-                f"{path} was written by an earlier Pilot-Commit release as a full pickle, which is not loaded "
-                f"because unpickling can run code. If you trust this checkpoint, convert it with: "
-                f"{CONVERT_HINT.format(path=path)}"
+                f"{path} holds pickled objects ({', '.join(sorted(names))}), which are not loaded because unpickling "
+                "can run code. Pilot-Commit releases before the plain-data format wrote their state this way; if "
+                f"you trust this checkpoint, convert it with: {CONVERT_HINT.format(path=path)}"
             ) from None
         raise CheckpointError(
             f"{path} holds pickled objects beyond plain data ({', '.join(sorted(names)) or err}); it is not a "

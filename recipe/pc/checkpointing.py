@@ -110,6 +110,10 @@ class CheckpointMixin:
     def _pc_state(self) -> dict:
         dataset_state = self.train_dataset.state_dict() if hasattr(self.train_dataset, "state_dict") else None
         filter_state = self.prompt_filter.state_dict()
+        allocator_state = self.allocator.state_dict()
+        # A component's own state is checked here, by its key path, so a save never writes what a resume cannot read.
+        ckpt.check_plain(allocator_state, "allocator")
+        ckpt.check_plain(filter_state, str(self.prompt_filter.state_key))
         return {
             "format": ckpt.FORMAT,
             "version": ckpt.VERSION,
@@ -118,7 +122,7 @@ class CheckpointMixin:
             "dataset": ckpt.to_plain(dataset_state, "dataset"),
             **({} if filter_state is None else {self.prompt_filter.state_key: filter_state}),
             "counters": self.counters.state_dict(),
-            "allocator": {"name": self.pc.method, "state": self.allocator.state_dict()},
+            "allocator": {"name": self.pc.method, "state": allocator_state},
             **({"val_budgets": self._val_budgets.state_dict()} if self._val_budgets.on else {}),
         }
 

@@ -35,6 +35,8 @@ from verl.trainer.main_ppo import run_ppo
 from verl.trainer.main_ppo_v0 import BaseTaskRunner
 from verl.utils.device import auto_set_device
 
+import recipe.pc.allocators  # noqa: F401  (registered before Hydra composes: their key groups join the config)
+import recipe.pc.stages  # noqa: F401
 from recipe.pc import reference_loss
 from recipe.pc.startup_checks import ground_truth_warnings, preflight
 

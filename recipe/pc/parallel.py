@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 from omegaconf import OmegaConf
 
-from recipe.pc.settings import PCConfigError, PCSettings, _strict
+from recipe.pc.allocation import DownsampleSettings
+from recipe.pc.registry import strict
+from recipe.pc.settings import PCConfigError, PCSettings
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ def micro_batches(config, actor_dp: int, ref_dp: int | None) -> MicroBatches:
         )
 
     def entry(key: str, dp_size: int) -> MicroBatch:
-        return MicroBatch(key, _strict(key, OmegaConf.select(config, key, default=None), int | None), dp_size)
+        return MicroBatch(key, strict(key, OmegaConf.select(config, key, default=None), int | None), dp_size)
 
     step = []
     update = None
@@ -96,12 +98,10 @@ def trainable_unit(pc: PCSettings, dp_size: int, ppo_mini_batch_size: int, micro
 
 def _downsample_note(pc: PCSettings) -> str:
     """With down-sampling the trained group counts the kept rollouts, not the generated ones: say so."""
-    if pc.downsample.n is None:
+    n = pc.group(DownsampleSettings).n
+    if n is None:
         return ""
-    return (
-        f" (a trained group keeps rollout.n={pc.n_commit} of the algorithm.downsample.n={pc.downsample.n} "
-        "generated rollouts)"
-    )
+    return f" (a trained group keeps rollout.n={pc.n_commit} of the algorithm.downsample.n={n} generated rollouts)"
 
 
 def _unequal_groups_note(pc: PCSettings) -> str:

@@ -1,9 +1,11 @@
 """The Pilot-Commit keys of the Hydra config, read once into typed groups whose errors name the key.
 
 Every field names its config key (``key(...)``) and its Python type in the annotation. Values come from the config
-alone: ``config/pc_trainer.yaml`` holds every default (they are the ``improved`` behaviour), ``preset=reference``
-overrides some, the command line the rest; a key missing from the config is an error, not a silent default.
-Each group checks its own ranges; ``PCSettings`` checks what spans groups, and the allocator named by
+alone: ``config/pc_trainer.yaml`` holds the core keys' defaults (they are the ``improved`` behaviour), each registered
+key group its own (an allocator's, a prompt filter's or an allocation primitive's, ``recipe.pc.registry``; composed
+before the YAML), ``preset=reference`` overrides some, the command line the rest; a key missing from the config is an
+error, not a silent default. Each group checks its own ranges; ``PCSettings`` checks what spans the core groups, each
+registered group checks itself against the rest (``KeyGroup.check``), and the allocator named by
 ``algorithm.rollout_allocation`` adds its own checks (``recipe.pc.allocators``). A setting has one key, whichever
 allocator reads it: DAPO's group filter reads ``algorithm.agg_metric`` and ``algorithm.max_num_gen_batches``, and
 verl's DAPO keys (``algorithm.filter_groups.*``) are refused when set (``KEYS_NOT_READ``).
@@ -12,24 +14,22 @@ verl's DAPO keys (``algorithm.filter_groups.*``) are refused when set (``KEYS_NO
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TypeVar
 
 from omegaconf import OmegaConf
 
 from recipe.pc.errors import PCConfigError
+from recipe.pc.registry import ALLOCATORS, KEY_GROUPS, KeyGroup, in_unit_interval, key, owned_defaults
 from recipe.pc.replay_buffer import PROMPT_STRATEGIES, RESPONSE_STRATEGIES, TAKE_ALL_ORDERS, TIE_ORDERS
 from recipe.pc.val_metrics import VAL_METRICS
 
 CONFIG_FILE = Path(__file__).parent / "config" / "pc_trainer.yaml"
+G = TypeVar("G", bound=KeyGroup)
 MINI_BATCH_UNITS = ("group", "rollout_n")
-DAPO_STEP_UNITS = ("update", "round")
 ROW_ORDERS = ("verl", "reference")
-
-_ABSENT = object()
 
 # Options that verl 0.9.1's stock RayPPOTrainer.fit() acts on but RayPCTrainer.fit() does not run:
 # (key, the default that is accepted, why it is refused).
@@ -50,92 +50,13 @@ KEYS_NOT_READ = (
 
 
 def yaml_defaults():
-    """The YAML's own values of the Pilot-Commit keys (no verl defaults, no preset), for the offline tools."""
-    return OmegaConf.load(CONFIG_FILE)
-
-
-def key(name: str, *, fallback: str | None = None, if_none=_ABSENT):
-    """A settings field read from config key ``name``; ``fallback``: the key read when the value is null;
-    ``if_none``: the value when both are null."""
-    return dataclasses.field(metadata={"key": name, "fallback": fallback, "if_none": if_none})
-
-
-def _strict(name: str, value, annotation):
-    """``value`` as ``annotation`` (bool, int, float, str, optionally ``| None``), or an error naming the key."""
-    args = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else ()
-    nullable = type(None) in args
-    base = next((a for a in args if a is not type(None)), annotation)
-    if value is None and nullable:
-        return None
-    # bool is a subclass of int: keep true/false out of numeric keys and numbers out of flags.
-    if base is bool and isinstance(value, bool):
-        return value
-    if base is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if base is float and isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if base is str and isinstance(value, str):
-        return value
-    wanted = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}[base]
-    null = " or null" if nullable else ""
-    shown = "null" if value is None else f"{value!r} ({type(value).__name__})"
-    raise PCConfigError(f"{name}={shown} must be {wanted}{null}")
-
-
-def _read(config, meta: dict, annotation):
-    name = meta["key"]
-    value = OmegaConf.select(config, name, default=_ABSENT)
-    if value is _ABSENT:
-        raise PCConfigError(
-            f"{name} is missing from the config; compose recipe/pc/config/pc_trainer.yaml (python -m "
-            "recipe.pc.main_pc does), which sets every Pilot-Commit key"
-        )
-    if value is None and meta["fallback"]:
-        name, value = meta["fallback"], OmegaConf.select(config, meta["fallback"], default=None)
-    if value is None and meta["if_none"] is not _ABSENT:
-        value = meta["if_none"]
-    return _strict(name, value, annotation)
-
-
-class _Group:
-    """A frozen dataclass of config keys; nested groups are fields without a key."""
-
-    @classmethod
-    def read(cls, config):
-        hints = typing.get_type_hints(cls)
-        values = {}
-        for f in dataclasses.fields(cls):
-            if "key" in f.metadata:
-                values[f.name] = _read(config, f.metadata, hints[f.name])
-            else:
-                values[f.name] = hints[f.name].read(config)
-        group = cls(**values)
-        group.validate()
-        return group
-
-    @classmethod
-    def keys(cls) -> list[str]:
-        """Every config key the group (and its nested groups) reads, the keys read when one is null included."""
-        hints = typing.get_type_hints(cls)
-        found = []
-        for f in dataclasses.fields(cls):
-            if "key" in f.metadata:
-                found += [f.metadata["key"], *([f.metadata["fallback"]] if f.metadata["fallback"] else [])]
-            else:
-                found += hints[f.name].keys()
-        return list(dict.fromkeys(found))
-
-    def validate(self) -> None:
-        """Check the group's own ranges; the message names the key."""
-
-
-def _in_unit_interval(name: str, value: float) -> None:
-    if not 0.0 <= value <= 1.0:  # also rejects NaN
-        raise PCConfigError(f"{name}={value} must lie in [0, 1]")
+    """The Pilot-Commit keys' own defaults (no verl defaults, no preset), for the offline tools: the YAML's, over the
+    registered key groups' (import ``recipe.pc.allocators`` and ``recipe.pc.stages`` first, as the tools do)."""
+    return OmegaConf.merge(owned_defaults(), OmegaConf.load(CONFIG_FILE))
 
 
 @dataclass(frozen=True)
-class PilotSettings(_Group):
+class PilotSettings(KeyGroup):
     """How a prompt is piloted and what its pilot decides."""
 
     n: int = key("algorithm.exploration.n")  # pilot rollouts per prompt
@@ -158,8 +79,8 @@ class PilotSettings(_Group):
                 f"algorithm.exploration.screen_n={self.screen_n} must lie in [2, algorithm.exploration.n="
                 f"{self.n}): a screen needs two rollouts to disagree and must leave some of the pilot"
             )
-        _in_unit_interval("algorithm.diversity_threshold_lower", self.p_lower)
-        _in_unit_interval("algorithm.diversity_threshold_upper", self.p_upper)
+        in_unit_interval("algorithm.diversity_threshold_lower", self.p_lower)
+        in_unit_interval("algorithm.diversity_threshold_upper", self.p_upper)
         if self.p_lower > 1.0 - self.p_upper:
             raise PCConfigError(
                 f"empty band: algorithm.diversity_threshold_lower={self.p_lower} is above "
@@ -173,7 +94,7 @@ class PilotSettings(_Group):
 
 
 @dataclass(frozen=True)
-class BufferSettings(_Group):
+class BufferSettings(KeyGroup):
     """The replay buffer that holds passing pilot groups until they are committed."""
 
     size: int = key("algorithm.buffer_size")  # prompts; the oldest go when it is full
@@ -199,80 +120,11 @@ class BufferSettings(_Group):
 
 
 @dataclass(frozen=True)
-class SkipSettings(_Group):
-    """GRESO-style skipping of prompts before generation (``recipe.pc.stages.skip``)."""
-
-    enable: bool = key("algorithm.skip.enable")
-    explore_floor: float = key("algorithm.skip.explore_floor")  # least probability of trying a skippable prompt
-    p_init: float = key("algorithm.skip.p_init")  # exploration probabilities at the start
-    p_step: float = key("algorithm.skip.p_step")  # their change per step
-    p_min: float = key("algorithm.skip.p_min")
-    p_max: float = key("algorithm.skip.p_max")
-    target_zero_variance: float = key("algorithm.skip.target_zero_variance")
-
-    def validate(self) -> None:
-        if not 0.0 < self.explore_floor <= 1.0:
-            raise PCConfigError(
-                f"algorithm.skip.explore_floor={self.explore_floor} must lie in (0, 1]: it is the least "
-                "probability that a skippable prompt is tried again"
-            )
-        if not 0.0 < self.p_min <= self.p_init <= self.p_max <= 1.0:
-            raise PCConfigError(
-                f"algorithm.skip.p_min={self.p_min}, algorithm.skip.p_init={self.p_init} and "
-                f"algorithm.skip.p_max={self.p_max} must satisfy 0 < p_min <= p_init <= p_max <= 1"
-            )
-        _in_unit_interval("algorithm.skip.p_step", self.p_step)
-        _in_unit_interval("algorithm.skip.target_zero_variance", self.target_zero_variance)
-
-
-@dataclass(frozen=True)
-class DownsampleSettings(_Group):
-    """PODS-style down-sampling: generate more rollouts a group than are trained."""
-
-    n: int | None = key("algorithm.downsample.n")  # generated per group or commit (null: off)
-
-
-@dataclass(frozen=True)
-class KnapsackSettings(_Group):
-    """Commit sizes of ``algorithm.rollout_allocation=knapsack`` (``recipe.pc.allocators.knapsack``); its checks
-    against rollout.n are that allocator's."""
-
-    unit: int = key("algorithm.knapsack.unit")  # commit sizes are multiples of it
-    min_commit: int = key("algorithm.knapsack.min_commit")  # the smallest non-zero commit
-    max_commit: int = key("algorithm.knapsack.max_commit")
-    prior_alpha: float = key("algorithm.knapsack.prior_alpha")  # the pass rate's Beta prior before the pilot
-    prior_beta: float = key("algorithm.knapsack.prior_beta")
-
-    @property
-    def commits(self) -> tuple[int, ...]:
-        """The sizes a commit may have, 0 (none) first."""
-        return (0, *range(self.min_commit, self.max_commit + 1, self.unit))
-
-    def validate(self) -> None:
-        if self.unit < 1:
-            raise PCConfigError(f"algorithm.knapsack.unit={self.unit} must be at least 1")
-        if not self.unit <= self.min_commit <= self.max_commit:
-            raise PCConfigError(
-                f"algorithm.knapsack.unit={self.unit}, min_commit={self.min_commit} and max_commit={self.max_commit} "
-                "must satisfy unit <= min_commit <= max_commit"
-            )
-        for name, value in (("min_commit", self.min_commit), ("max_commit", self.max_commit)):
-            if value % self.unit:
-                raise PCConfigError(
-                    f"algorithm.knapsack.{name}={value} must be a multiple of algorithm.knapsack.unit={self.unit}"
-                )
-        for name, value in (("prior_alpha", self.prior_alpha), ("prior_beta", self.prior_beta)):
-            if not value > 0:  # also rejects NaN
-                raise PCConfigError(f"algorithm.knapsack.{name}={value} must be positive (a Beta prior's parameter)")
-
-
-@dataclass(frozen=True)
-class ReferenceSettings(_Group):
+class ReferenceSettings(KeyGroup):
     """The run semantics where the reference preset (the authors' runs) and the default (improved) differ."""
 
     mini_batch_unit: str = key("algorithm.mini_batch_unit")  # group | rollout_n
     partial_mini_batch: bool = key("algorithm.partial_mini_batch")
-    dapo_step_unit: str = key("algorithm.dapo_step_unit")  # update | round
     carry_over_epoch: bool = key("algorithm.carry_over_epoch")
     row_order: str = key("algorithm.row_order")  # verl | reference
     preset: str | None = key("trainer.preset")  # the preset chosen (null: none, the defaults)
@@ -280,7 +132,6 @@ class ReferenceSettings(_Group):
     def validate(self) -> None:
         for name, value, allowed in (
             ("algorithm.mini_batch_unit", self.mini_batch_unit, MINI_BATCH_UNITS),
-            ("algorithm.dapo_step_unit", self.dapo_step_unit, DAPO_STEP_UNITS),
             ("algorithm.row_order", self.row_order, ROW_ORDERS),
         ):
             if value not in allowed:
@@ -288,7 +139,7 @@ class ReferenceSettings(_Group):
 
 
 @dataclass(frozen=True)
-class PCSettings(_Group):
+class PCSettings(KeyGroup):
     method: str = key("algorithm.rollout_allocation")  # the allocator: pilot_commit, grpo, dapo, ...
     train_batch_size: int = key("data.train_batch_size")  # B: prompts per optimizer step
     gen_batch_size: int = key("data.gen_batch_size", fallback="data.train_batch_size")  # G: new prompts a round
@@ -301,13 +152,31 @@ class PCSettings(_Group):
     # Validate when the cumulative generated rollouts reach each multiple of it (null: off; recipe.pc.val_budget).
     val_rollout_interval: int | None = key("trainer.val_rollout_interval")
     val_metrics: str = key("trainer.val_metrics")  # mean (no bootstraps) | full (verl's every metric)
-    prompt_filter: str | None = key("algorithm.prompt_filter")  # null: skip with algorithm.skip.enable, else all
+    # null: the filter a registered key group picks (algorithm.skip.enable=true: skip), else all
+    prompt_filter: str | None = key("algorithm.prompt_filter")
     pilot: PilotSettings
     buffer: BufferSettings
-    skip: SkipSettings
-    downsample: DownsampleSettings
-    knapsack: KnapsackSettings
     reference: ReferenceSettings
+    # The registered key groups (``recipe.pc.registry.register_keys``) by name: allocators', filters' and the
+    # allocation primitives' own keys; ``group(cls)`` gives one.
+    owned: dict = dataclasses.field(default_factory=dict, metadata={"owned": True})
+
+    @classmethod
+    def _finish(cls, config, values: dict) -> PCSettings:
+        values["owned"] = {name: group.read(config) for name, group in KEY_GROUPS.items()}
+        return super()._finish(config, values)
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return list(dict.fromkeys([*super().keys(), *(k for g in KEY_GROUPS.values() for k in g.keys())]))
+
+    def group(self, cls: type[G]) -> G:
+        """The settings of a registered key group."""
+        if cls.name not in self.owned:
+            raise PCConfigError(
+                f"no key group {cls.name!r} was registered when these settings were read; import its module first"
+            )
+        return self.owned[cls.name]
 
     @classmethod
     def from_config(cls, config) -> PCSettings:
@@ -325,17 +194,13 @@ class PCSettings(_Group):
     @property
     def prompt_filter_name(self) -> str:
         """The registered prompt filter that picks each round's prompts (``recipe.pc.stages.prompt_filter``)."""
-        return self.prompt_filter or ("skip" if self.skip.enable else "all")
+        picked = (group.prompt_filter() for group in self.owned.values())
+        return self.prompt_filter or next((name for name in picked if name), "all")
 
     @property
     def group_size(self) -> int:
         """Rows per trained prompt."""
         return self.allocator.group_size(self)
-
-    @property
-    def n_generated(self) -> int:
-        """Rollouts generated per trained group (baselines) or per commit (PC); rollout.n of them train."""
-        return self.n_commit if self.downsample.n is None else self.downsample.n
 
     @property
     def train_rows(self) -> int:
@@ -366,11 +231,6 @@ class PCSettings(_Group):
                 f"rounds cannot supply data.train_batch_size={self.train_batch_size} prompts even if every prompt "
                 "passed; raise data.gen_batch_size or the round limit"
             )
-        if self.downsample.n is not None and self.downsample.n < self.n_commit:
-            raise PCConfigError(
-                f"algorithm.downsample.n={self.downsample.n} must be at least actor_rollout_ref.rollout.n="
-                f"{self.n_commit}: it is the rollouts generated, of which rollout.n are trained (null: off)"
-            )
         if self.val_rollout_interval is not None and self.val_rollout_interval < 1:
             raise PCConfigError(
                 f"trainer.val_rollout_interval={self.val_rollout_interval} must be a positive number of generated "
@@ -381,23 +241,23 @@ class PCSettings(_Group):
                 f"trainer.val_metrics={self.val_metrics!r}; choose one of {VAL_METRICS}: mean (mean@N and std@N, "
                 "the default) or full (verl's best@k, worst@k and maj@k bootstraps too)"
             )
-        if self.skip.enable and self.prompt_filter not in (None, "skip"):
-            raise PCConfigError(
-                f"algorithm.skip.enable=true picks the skip prompt filter and algorithm.prompt_filter="
-                f"{self.prompt_filter} another: set one of them"
-            )
         if self.buffer.size < self.train_batch_size:
             raise PCConfigError(
                 f"algorithm.buffer_size={self.buffer.size} is below data.train_batch_size={self.train_batch_size}: "
                 "a step could never be filled from the buffer"
             )
+        for group in self.owned.values():
+            group.check(self)
         self.allocator.check_settings(self)
 
 
 def allocator_class(method: str) -> type:
     """The registered allocator class of ``algorithm.rollout_allocation=method``."""
-    from recipe.pc.allocators import ALLOCATORS  # imported here: the allocators read these settings
-
+    if not ALLOCATORS:
+        raise PCConfigError(
+            f"algorithm.rollout_allocation={method!r}: no allocator is registered in this process; import "
+            "recipe.pc.allocators (the trainer and the tools do) before reading the settings"
+        )
     if method not in ALLOCATORS:
         raise PCConfigError(f"algorithm.rollout_allocation={method!r}; choose one of {sorted(ALLOCATORS)}")
     return ALLOCATORS[method]

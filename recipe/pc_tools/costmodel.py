@@ -37,7 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 from omegaconf import OmegaConf
 
-from recipe.pc.settings import PCConfigError, PCSettings, SkipSettings, yaml_defaults
+from recipe.pc.settings import PCConfigError, PCSettings, yaml_defaults
+from recipe.pc.stages.skip import SkipSettings
 from recipe.pc_tools.defaults import MAX_OFF_STEPS, MAX_ROUNDS, P_LOWER, P_UPPER
 
 # Expected rounds per step above which a step is reported as never filling (inf).

@@ -4,7 +4,9 @@ no override."""
 
 from __future__ import annotations
 
-from recipe.pc.settings import SkipSettings, yaml_defaults
+import recipe.pc.allocators  # noqa: F401  (registers the allocators' key groups, which yaml_defaults reads)
+from recipe.pc.settings import yaml_defaults
+from recipe.pc.stages.skip import SkipSettings
 
 _ALGORITHM = yaml_defaults().algorithm
 

@@ -18,8 +18,9 @@ import torch
 from verl import DataProto
 
 from recipe.pc.allocators import make_allocator
-from recipe.pc.settings import PCSettings, SkipSettings
+from recipe.pc.settings import PCSettings
 from recipe.pc.stages.prompt_filter import make_prompt_filter
+from recipe.pc.stages.skip import SkipSettings
 from recipe.pc.step import Generation, RunCounters, StepLoop, StepState
 
 # A step still open after this many rounds raises: with no round limit, or with algorithm.min_train_prompts above what
@@ -122,7 +123,8 @@ def simulate_totals(
     """Per-step means of ``SimulatedRun.step``'s totals over ``steps`` steps after ``warmup``, pooled over ``runs``
     runs (seeds ``seed``, ``seed + 1``, ...); ``prompts``: each run draws that many prompts from ``pass_rates``."""
     if skip is not None:
-        settings = dataclasses.replace(settings, skip=dataclasses.replace(skip, enable=True))
+        owned = {**settings.owned, SkipSettings.name: dataclasses.replace(skip, enable=True)}
+        settings = dataclasses.replace(settings, owned=owned)
     totals = np.zeros(7)
     for run in range(runs):
         rng = np.random.default_rng(seed + run)

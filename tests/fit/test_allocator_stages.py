@@ -23,10 +23,9 @@ from support import (
 )
 
 from recipe.pc import metric_names as names
-from recipe.pc.allocation import GroupStats
+from recipe.pc.allocation import GroupStats, downsample_rows
 from recipe.pc.allocators import ALLOCATORS
 from recipe.pc.settings import PCConfigError
-from recipe.pc.stages.downsample import downsample_rows
 from recipe.pc.stages.skip import PromptSkipper, adapt, admit, skip_probability, update_streaks
 from recipe.pc_tools.defaults import SKIP
 

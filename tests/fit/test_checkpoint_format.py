@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
 import torch
 from pc_standins import StandInActorWorkerGroup
 from support import FIXTURES, assert_resumed_like, build_trainer, env_file_logger, fit_run, run_module
+from verl import DataProto
 
 from recipe.pc import checkpoint as ckpt
 from recipe.pc.allocators.pilot_commit import PilotRef, PilotRound, buffer_from_plain
@@ -87,6 +89,26 @@ class Payload:
 
     def __reduce__(self):
         return (os.mkdir, (self.target,))
+
+
+def test_state_that_is_not_plain_data_fails_the_save_naming_its_key_path(tmp_path, tokenizer, monkeypatch):
+    """An allocator (or filter) whose state_dict holds objects fails where it saves, naming the key and the helpers
+    that make it plain, instead of writing a state whose resume then fails."""
+    from recipe.pc.allocators.pilot_commit import PilotCommitAllocator
+
+    rows = DataProto.from_dict(tensors={"x": torch.zeros(2, 1)})
+    monkeypatch.setattr(PilotCommitAllocator, "state_dict", lambda self: {"held": rows, "ids": [1, 2]})
+    with pytest.raises(ckpt.CheckpointError, match=r"^allocator\.held: a DataProto is not plain data.*proto_to_plain"):
+        fit(tmp_path, tokenizer, 2, ["trainer.save_freq=2"])
+    assert not state_path(tmp_path, 2).exists()
+    for bad, where in (
+        ({"a": [1, np.zeros(2)]}, "state.a[1]: a numpy.ndarray"),
+        ({"a": {1, 2}}, "state.a: a builtins.set"),
+        ({(1, 2): 3}, "state: a key of type tuple"),
+    ):
+        with pytest.raises(ckpt.CheckpointError, match=re.escape(where)):
+            ckpt.check_plain(bad, "state")
+    ckpt.check_plain({"a": [1, 2.0, "x", None, True, (torch.ones(1),)], 3: {"b": []}}, "state")  # all plain
 
 
 def test_a_state_whose_unpickling_would_run_code_is_refused_without_running_it(tmp_path, tokenizer):
@@ -259,7 +281,9 @@ def test_old_pickle_state_is_refused_with_the_conversion_command_which_then_resu
     first = fit(cut_dir, tokenizer, 3, ["trainer.save_freq=3"])
     path = state_path(cut_dir, 3)
     write_old_format(path, first)
-    resume_fails(cut_dir, tokenizer, r"earlier Pilot-Commit release .* python -m recipe.pc.convert_state .*--rollout-n")
+    resume_fails(
+        cut_dir, tokenizer, r"releases before the plain-data format .* python -m recipe.pc.convert_state .*--rollout-n"
+    )
 
     assert run_module("recipe.pc.convert_state", str(path), "--rollout-n", "4") == 0
     assert "converted" in capsys.readouterr().out and os.path.exists(f"{path}.pickle-backup")

@@ -73,7 +73,8 @@ def skipping_run(prompts: int, size: int, hopeless: int, seed: int = 0):
 
     settings = _settings(GRPO(4, size))
     skip = dataclasses.replace(SKIP, enable=True, explore_floor=0.0)
-    run = SimulatedRun(dataclasses.replace(settings, skip=skip), np.full(prompts, 0.5), *rngs(seed))
+    settings = dataclasses.replace(settings, owned={**settings.owned, skip.name: skip})
+    run = SimulatedRun(settings, np.full(prompts, 0.5), *rngs(seed))
     run.prompt_filter.skipper.streaks = {i: -60 for i in range(hopeless)}
     return run
 

@@ -9,6 +9,7 @@ import re
 import sys
 
 import numpy as np
+import pytest
 from support import (
     FIXTURES,
     ROOT,
@@ -16,16 +17,17 @@ from support import (
     G,
     assert_resumed_like,
     build_trainer,
+    compose_pc_config,
     env_file_logger,
     fit_run,
     resume_run,
     step_records,
 )
 
-from recipe.pc import allocators
 from recipe.pc import metric_names as names
-from recipe.pc.allocators import ALLOCATORS
-from recipe.pc.stages import prompt_filter
+from recipe.pc.main_pc import unknown_key_problems
+from recipe.pc.registry import ALLOCATORS, KEY_GROUPS, registrations_undone
+from recipe.pc.settings import PCConfigError, PCSettings
 from recipe.pc_tools import plan
 from recipe.pc_tools.costmodel import Registered, simulate
 
@@ -40,15 +42,18 @@ def documented_example(section: str) -> str:
     return re.search(r"```python\n(.*?)```", text[text.index(section) :], re.S).group(1)
 
 
+@pytest.fixture
+def undo_registrations():
+    with registrations_undone():  # the toy is gone after the test
+        yield
+
+
 def load_toy(tmp_path, monkeypatch):
     (tmp_path / "toy_allocator.py").write_text(documented_example("## Writing an allocator"))
     monkeypatch.syspath_prepend(str(tmp_path))
-    registry = dict(ALLOCATORS)  # the test's own registry, so the toy is gone after it
-    monkeypatch.setattr(allocators, "ALLOCATORS", registry)
-    monkeypatch.setattr(allocators.base, "ALLOCATORS", registry)
     monkeypatch.delitem(sys.modules, "toy_allocator", raising=False)
     importlib.import_module("toy_allocator")  # what VERL_USE_EXTERNAL_MODULES=toy_allocator does in each process
-    assert TOY in registry and TOY not in ALLOCATORS
+    assert TOY in ALLOCATORS and TOY in KEY_GROUPS
 
 
 def generated_groups(trainer):
@@ -62,6 +67,7 @@ def generated_groups(trainer):
     return calls
 
 
+@pytest.mark.usefixtures("undo_registrations")
 def test_the_documented_allocator_trains_leaves_agreed_prompts_out_and_resumes(tmp_path, tokenizer, monkeypatch):
     load_toy(tmp_path, monkeypatch)
     probs = [0.5] * 32 + [0.0] * 4 + [1.0] * 4
@@ -83,6 +89,28 @@ def test_the_documented_allocator_trains_leaves_agreed_prompts_out_and_resumes(t
     assert resumed.trainer.allocator.agreed == full.trainer.allocator.agreed
 
 
+@pytest.mark.usefixtures("undo_registrations")
+def test_the_documented_allocators_knob_is_a_config_key_with_its_default(tmp_path, tokenizer, monkeypatch):
+    load_toy(tmp_path, monkeypatch)
+    knob = "algorithm.skip_agreed.patience"
+    assert compose_pc_config([]).algorithm.skip_agreed.patience == 1  # composed, so no + is needed
+    settings = PCSettings.from_config(compose_pc_config([*USE_TOY, f"{knob}=2"]))
+    assert settings.group(KEY_GROUPS[TOY]).patience == 2 and knob in PCSettings.keys()
+    with pytest.raises(PCConfigError, match=f"{knob}=0 must be at least 1"):
+        PCSettings.from_config(compose_pc_config([f"{knob}=0"]))
+    assert unknown_key_problems([f"{knob[:-1]}x=2"]) == [f"{knob[:-1]}x is not a config key: did you mean {knob}?"]
+    # With patience 2 a prompt is generated once more after its first agreeing group, then left out.
+    probs = [0.5] * 32 + [0.0] * 4 + [1.0] * 4
+    run = fit_run(tmp_path / "p2", tokenizer, [*USE_TOY, f"{knob}=2", "trainer.total_training_steps=8"], probs=probs)
+    streak = {}
+    for groups in generated_groups(run.trainer):
+        assert all(streak.get(pid, 0) < 2 for pid in groups), "a prompt left out was generated again"
+        for pid, correct in groups.items():
+            streak[pid] = streak.get(pid, 0) + 1 if len(set(correct.tolist())) == 1 else 0
+    assert any(streak.get(pid, 0) == 2 for pid in range(32, 40))  # an agreeing prompt came back once
+
+
+@pytest.mark.usefixtures("undo_registrations")
 def test_when_every_prompt_is_left_out_nothing_is_generated_and_the_run_stops(tmp_path, tokenizer, monkeypatch, caplog):
     """Data of only 0/1 pass rates: every group of the first epoch agrees, so the second leaves every prompt out."""
     load_toy(tmp_path, monkeypatch)
@@ -97,6 +125,7 @@ def test_when_every_prompt_is_left_out_nothing_is_generated_and_the_run_stops(tm
     assert "epoch 1: the allocator left out every prompt of its 5 rounds" in caplog.text
 
 
+@pytest.mark.usefixtures("undo_registrations")
 def test_the_documented_allocator_is_simulated_and_planned_through_the_public_tools(tmp_path, monkeypatch, capsys):
     load_toy(tmp_path, monkeypatch)
     overrides = (*USE_TOY, "data.train_batch_size=8", "data.gen_batch_size=16", "actor_rollout_ref.rollout.n=4")
@@ -111,10 +140,10 @@ def test_the_documented_allocator_is_simulated_and_planned_through_the_public_to
     assert f"| {TOY} n=4 G=8 algorithm.max_num_gen_batches=20 | 4 |" in simulated_table
 
 
+@pytest.mark.usefixtures("undo_registrations")
 def test_the_documented_prompt_filter_plugs_in_by_one_file_and_one_key(tmp_path, tokenizer, monkeypatch):
     (tmp_path / "toy_filter.py").write_text(documented_example("## Writing a prompt filter"))
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(prompt_filter, "PROMPT_FILTERS", dict(prompt_filter.PROMPT_FILTERS))
     monkeypatch.delitem(sys.modules, "toy_filter", raising=False)
     importlib.import_module("toy_filter")
     trainer = fit_run(

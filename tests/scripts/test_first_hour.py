@@ -5,10 +5,9 @@ data/e2e_process_data.sh when the data is missing. Two subprocesses in all."""
 import glob
 import os
 import subprocess
-import sys
 
 import yaml
-from support import ROOT
+from support import ROOT, clean_env
 
 LAUNCHERS = sorted(
     path
@@ -23,13 +22,6 @@ VERL_NOISE = (
     "is registered but not available",
     "Disabled critic",
 )
-
-
-def clean_env(**extra) -> dict:
-    drop = ("MODEL_PATH", "DATA_DIR", "OUT_DIR", "VERL_FILE_LOGGER_PATH", "RAY_TMP", "RAY_ADDRESS", "PRESET", "GRADER")
-    env = {k: v for k, v in os.environ.items() if k not in drop + ("TRAINER_CMD", "DRY_RUN")}
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
-    return {**env, **extra}
 
 
 def test_every_script_passes_preset_through_and_names_its_data_script(tmp_path):

@@ -10,7 +10,9 @@ import re
 import pytest
 from support import ROOT, dry_run, write_parquet_rows
 
+from recipe.pc.allocation import DownsampleSettings
 from recipe.pc.settings import PCSettings
+from recipe.pc.stages.skip import SkipSettings
 
 BATCHES = sorted(glob.glob(os.path.join(ROOT, "docs", "results", "regimes", "batch*.txt")))
 # ALGO<n>[x<commit>][ref][screen<k> | skip | ds<generated>][t<steps>][v<rollouts>][e<epochs>]_<mix>[<prompts>]_s<seed>:
@@ -78,8 +80,8 @@ def test_each_run_composes_as_its_name_says(name, mix, script, overrides, data_r
     assert settings.group_size == int(want["a"]) + int(want["b"] or 0)
     # The stages are on exactly where the name says (screening, GRESO skipping, PODS down-sampling).
     assert settings.pilot.screen_n == (int(want["screen"]) if want["screen"] else None)
-    assert settings.skip.enable == bool(want["skip"])
-    assert settings.downsample.n == (int(want["ds"]) if want["ds"] else None)
+    assert settings.group(SkipSettings).enable == bool(want["skip"])
+    assert settings.group(DownsampleSettings).n == (int(want["ds"]) if want["ds"] else None)
     assert cfg.data.seed == int(want["seed"]) and cfg.data.train_files.startswith(str(data_root / mix))
     # launch.sh starts every line with STEPS=30; a line's own trainer.total_training_steps comes later and wins.
     assert cfg.trainer.total_training_steps == (int(want["steps"]) if want["steps"] else 30)

@@ -2,8 +2,9 @@
 hides what depends on what), and the training plugin (recipe.pc) never imports the offline tools (recipe.pc_tools),
 which import it.
 
-Every import statement counts, those inside functions too; an import under ``if TYPE_CHECKING:`` does not: it never
-runs. ``from package import name`` is an import of the module ``package.name`` where that is one, else of the package.
+Every import statement counts, those inside functions and under ``if TYPE_CHECKING:`` too: a circle that only type
+checkers see still says that two modules depend on each other, and a deferred import that closes one still runs.
+``from package import name`` is an import of the module ``package.name`` where that is one, else of the package.
 """
 
 import ast
@@ -24,19 +25,9 @@ def modules() -> dict[str, str]:
     return found
 
 
-def runtime_imports(tree: ast.AST):
-    """The Import and ImportFrom nodes of ``tree`` outside ``if TYPE_CHECKING:`` blocks."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
-            yield from (n for child in node.orelse for n in [child, *runtime_imports(child)] if is_import(n))
-            continue
-        if is_import(node):
-            yield node
-        yield from runtime_imports(node)
-
-
-def is_import(node) -> bool:
-    return isinstance(node, ast.Import | ast.ImportFrom)
+def all_imports(tree: ast.AST):
+    """Every Import and ImportFrom node of ``tree``."""
+    return (node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom))
 
 
 def import_graph(known: dict[str, str]) -> dict[str, set[str]]:
@@ -44,7 +35,7 @@ def import_graph(known: dict[str, str]) -> dict[str, set[str]]:
     for module, path in known.items():
         package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
         targets = set()
-        for node in runtime_imports(ast.parse(open(path, encoding="utf-8").read(), filename=path)):
+        for node in all_imports(ast.parse(open(path, encoding="utf-8").read(), filename=path)):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             else:
@@ -106,7 +97,7 @@ def test_the_plugin_never_imports_the_tools():
     assert {module: targets for module, targets in arrows.items() if targets} == {}
 
 
-def test_the_check_finds_a_circle_and_ignores_imports_for_type_checkers_alone(tmp_path):
+def test_the_check_finds_a_circle_wherever_its_imports_sit(tmp_path):
     known = {}
     for name, text in {
         "a": "from recipe import b\n",
@@ -116,4 +107,4 @@ def test_the_check_finds_a_circle_and_ignores_imports_for_type_checkers_alone(tm
     }.items():
         (tmp_path / f"{name}.py").write_text(text)
         known[f"recipe.{name}"] = str(tmp_path / f"{name}.py")
-    assert circles(import_graph(known)) == [["recipe.a", "recipe.b", "recipe.c"]]
+    assert circles(import_graph(known)) == [["recipe.a", "recipe.b", "recipe.c", "recipe.d"]]

@@ -15,7 +15,7 @@ Allocators are plain Python and numpy over DataProto rows: no Ray, no GPU. A new
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from verl import DataProto
@@ -23,9 +23,8 @@ from verl import DataProto
 from recipe.pc.allocation import GroupStats, GroupVerdict
 from recipe.pc.compact import Segment
 from recipe.pc.errors import PCConfigError
-
-if TYPE_CHECKING:  # the settings look allocators up: only type checkers read this import
-    from recipe.pc.settings import PCSettings
+from recipe.pc.registry import ALLOCATORS, KeyGroup, register_keys
+from recipe.pc.settings import PCSettings
 
 # Request kinds: "pilot" rows count as exploration and are tagged as pilots; "commit" and "group" rows may train.
 PILOT, COMMIT, GROUP = "pilot", "commit", "group"
@@ -105,6 +104,9 @@ class Allocator:
     filter_timer: ClassVar[str] = "group_filter"  # the marked_timer name of ``absorb``
     # Whether a partial batch and its round count survive an epoch end even with carry_over_epoch=false.
     keeps_partial_batch_at_epoch_end: ClassVar[bool] = False
+    # Its own config keys (a ``KeyGroup`` with a default for each, under algorithm.<name>.*), read with
+    # ``pc.group(cls.keys)``; None: none.
+    keys: ClassVar[type[KeyGroup] | None] = None
 
     # ------------------------------------------------------------------ settings hooks
     @classmethod
@@ -182,12 +184,12 @@ class Allocator:
         return ""
 
 
-ALLOCATORS: dict[str, type[Allocator]] = {}
-
-
 def register(cls: type[Allocator]) -> type[Allocator]:
+    """Add ``cls`` to the allocators ``algorithm.rollout_allocation`` names, and its key group to the config."""
     if not cls.name or cls.name in ALLOCATORS:
         raise ValueError(f"allocator {cls.__name__} needs a unique name, got {cls.name!r}")
+    if cls.keys is not None:
+        register_keys(cls.keys)
     ALLOCATORS[cls.name] = cls
     return cls
 

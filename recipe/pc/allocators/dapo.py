@@ -11,16 +11,36 @@ ends with the first optimizer step completed in or after round ``total_training_
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from recipe.pc.allocation import GroupVerdict, classify_by_spread
 from recipe.pc.allocators.base import register
 from recipe.pc.allocators.grpo import GRPOAllocator
+from recipe.pc.errors import PCConfigError
+from recipe.pc.registry import KeyGroup, key
+
+STEP_UNITS = ("update", "round")
+
+
+@dataclass(frozen=True)
+class DAPOSettings(KeyGroup):
+    """DAPO's own key: what ``trainer.total_training_steps`` counts, optimizer steps (update) or generation rounds
+    (round, the reference preset's)."""
+
+    name = "dapo"
+    step_unit: str = key("algorithm.dapo_step_unit", "update")
+
+    def validate(self) -> None:
+        if self.step_unit not in STEP_UNITS:
+            raise PCConfigError(f"algorithm.dapo_step_unit={self.step_unit!r}; choose one of {STEP_UNITS}")
 
 
 @register
 class DAPOAllocator(GRPOAllocator):
     name = "dapo"
+    keys = DAPOSettings
     keeps_partial_batch_at_epoch_end = True
     one_round_a_step = False  # it filters, so a step may take several rounds of any size
 
@@ -28,6 +48,6 @@ class DAPOAllocator(GRPOAllocator):
         return classify_by_spread(prompt_ids, values)
 
     def is_last_step(self, global_steps: int, sampling_rounds: int, total_training_steps: int) -> bool:
-        if self.pc.reference.dapo_step_unit == "round":
+        if self.pc.group(DAPOSettings).step_unit == "round":
             return sampling_rounds >= total_training_steps
         return super().is_last_step(global_steps, sampling_rounds, total_training_steps)

@@ -7,12 +7,19 @@ have filtered them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from verl import DataProto
 
-from recipe.pc.allocation import GroupVerdict, classify_by_spread, group_rows
+from recipe.pc.allocation import (
+    DownsampleSettings,
+    GroupVerdict,
+    classify_by_spread,
+    downsample_rows,
+    generated_per_group,
+    group_rows,
+)
 from recipe.pc.allocators.base import (
     GROUP,
     Allocator,
@@ -26,10 +33,7 @@ from recipe.pc.allocators.base import (
 )
 from recipe.pc.compact import Segment
 from recipe.pc.errors import PCConfigError
-from recipe.pc.stages.downsample import downsample_rows
-
-if TYPE_CHECKING:  # the settings look allocators up: only type checkers read this import
-    from recipe.pc.settings import PCSettings
+from recipe.pc.settings import PCSettings
 
 
 @register
@@ -47,7 +51,7 @@ class GRPOAllocator(Allocator):
             )
 
     def plan(self, prompts: DataProto, view: StepView) -> RoundPlan:
-        return RoundPlan((Request(GROUP, prompts, self.pc.n_generated, GROUP),))
+        return RoundPlan((Request(GROUP, prompts, generated_per_group(self.pc), GROUP),))
 
     def absorb(self, plan: RoundPlan, generated: dict[str, DataProto], view: StepView) -> RoundResult:
         rows = generated[GROUP]
@@ -61,8 +65,8 @@ class GRPOAllocator(Allocator):
             return result
         result.committed_ids = verdict.stats.prompt_ids[kept]
         first_rows = verdict.stats.first_row[kept]
-        n, m = self.pc.n_generated, self.pc.n_commit
-        if self.pc.downsample.n is None:
+        n, m = generated_per_group(self.pc), self.pc.n_commit
+        if self.pc.group(DownsampleSettings).n is None:
             index = group_rows(first_rows, m)
         else:
             result.downsampled_rollouts = int(kept.size) * (n - m)

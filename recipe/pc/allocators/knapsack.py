@@ -19,13 +19,12 @@ is committed at most once a step (the candidates are distinct prompts, none alre
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 from verl import DataProto
 
 from recipe.pc import metric_names as m
-from recipe.pc.allocation import GroupVerdict, commit_size, select_responses
+from recipe.pc.allocation import DownsampleSettings, GroupVerdict, commit_size, select_responses
 from recipe.pc.allocators.base import COMMIT, PILOT, Request, RoundPlan, RoundResult, StepView, register
 from recipe.pc.allocators.pilot_commit import (
     NEW_PILOTS,
@@ -38,10 +37,45 @@ from recipe.pc.allocators.pilot_commit import (
 from recipe.pc.compact import Segment
 from recipe.pc.errors import PCConfigError
 from recipe.pc.knapsack import commit_values, size_commits
+from recipe.pc.registry import KeyGroup, key
 from recipe.pc.replay_buffer import BufferEntry, Draw
+from recipe.pc.settings import PCSettings
 
-if TYPE_CHECKING:  # the settings look allocators up: only type checkers read this import
-    from recipe.pc.settings import PCSettings
+
+@dataclass(frozen=True)
+class KnapsackSettings(KeyGroup):
+    """The knapsack's commit sizes, ``algorithm.knapsack.*``; its checks against ``rollout.n`` are the allocator's."""
+
+    name = "knapsack"
+    unit: int = key("algorithm.knapsack.unit", 4)  # commit sizes are multiples of it; it must divide rollout.n
+    min_commit: int = key("algorithm.knapsack.min_commit", 4)  # the smallest non-zero commit, at most rollout.n
+    max_commit: int = key("algorithm.knapsack.max_commit", 32)  # the largest commit, at least rollout.n
+    # Beta(prior_alpha, prior_beta): the pass rate's prior before the pilot (1, 1: uniform). A smaller prior_alpha
+    # doubts that a prompt whose pilot all failed can be solved, so commits go to it less.
+    prior_alpha: float = key("algorithm.knapsack.prior_alpha", 1.0)
+    prior_beta: float = key("algorithm.knapsack.prior_beta", 1.0)
+
+    @property
+    def commits(self) -> tuple[int, ...]:
+        """The sizes a commit may have, 0 (none) first."""
+        return (0, *range(self.min_commit, self.max_commit + 1, self.unit))
+
+    def validate(self) -> None:
+        if self.unit < 1:
+            raise PCConfigError(f"algorithm.knapsack.unit={self.unit} must be at least 1")
+        if not self.unit <= self.min_commit <= self.max_commit:
+            raise PCConfigError(
+                f"algorithm.knapsack.unit={self.unit}, min_commit={self.min_commit} and max_commit={self.max_commit} "
+                "must satisfy unit <= min_commit <= max_commit"
+            )
+        for name, value in (("min_commit", self.min_commit), ("max_commit", self.max_commit)):
+            if value % self.unit:
+                raise PCConfigError(
+                    f"algorithm.knapsack.{name}={value} must be a multiple of algorithm.knapsack.unit={self.unit}"
+                )
+        for name, value in (("prior_alpha", self.prior_alpha), ("prior_beta", self.prior_beta)):
+            if not value > 0:  # also rejects NaN
+                raise PCConfigError(f"algorithm.knapsack.{name}={value} must be positive (a Beta prior's parameter)")
 
 
 @dataclass(frozen=True)
@@ -69,16 +103,17 @@ def commit_request(size: int) -> str:
 @register
 class KnapsackAllocator(PilotCommitAllocator):
     name = "knapsack"
+    keys = KnapsackSettings
 
     @classmethod
     def group_size_range(cls, pc: PCSettings) -> tuple[int, int]:
-        reused = pc.pilot.n_effective
-        return reused + pc.knapsack.min_commit, reused + pc.knapsack.max_commit
+        reused, k = pc.pilot.n_effective, pc.group(KnapsackSettings)
+        return reused + k.min_commit, reused + k.max_commit
 
     @classmethod
     def check_settings(cls, pc: PCSettings) -> None:
         super(PilotCommitAllocator, cls).check_settings(pc)  # the base refuses screening pilots
-        k, n = pc.knapsack, pc.n_commit
+        k, n = pc.group(KnapsackSettings), pc.n_commit
         if n % k.unit or not k.min_commit <= n <= k.max_commit:
             raise PCConfigError(
                 f"actor_rollout_ref.rollout.n={n} must be a multiple of algorithm.knapsack.unit={k.unit} and lie in "
@@ -90,9 +125,9 @@ class KnapsackAllocator(PilotCommitAllocator):
                 f"algorithm.knapsack.min_commit = max_commit = {k.min_commit} leaves every commit one size: use "
                 "algorithm.rollout_allocation=pilot_commit, or widen the range"
             )
-        if pc.downsample.n is not None:
+        if pc.group(DownsampleSettings).n is not None:
             raise PCConfigError(
-                f"algorithm.downsample.n={pc.downsample.n} down-samples commits of one size; "
+                f"algorithm.downsample.n={pc.group(DownsampleSettings).n} down-samples commits of one size; "
                 "algorithm.rollout_allocation=knapsack sizes each commit itself: set it to null"
             )
         if pc.buffer.prompt_strategy != "random":
@@ -139,17 +174,18 @@ class KnapsackAllocator(PilotCommitAllocator):
         n_reused, strategy = self.pc.pilot.n_effective, self.pc.buffer.response_strategy
         reused = [select_responses(e.metric_values, n_reused, strategy, self.rng) for e in candidates]
         pilot = [self._binary(e) for e in candidates]
-        commits = np.asarray(self.pc.knapsack.commits, dtype=np.int64)
+        k = self.pc.group(KnapsackSettings)
+        commits = np.asarray(k.commits, dtype=np.int64)
         values = commit_values(
             successes=np.array([v.sum() for v in pilot]),
             pilot_n=np.array([len(v) for v in pilot]),
             reused_successes=np.array([v[i].sum() for v, i in zip(pilot, reused, strict=True)]),
             reused_n=np.full(len(candidates), n_reused),
             commits=commits,
-            prior_alpha=self.pc.knapsack.prior_alpha,
-            prior_beta=self.pc.knapsack.prior_beta,
+            prior_alpha=k.prior_alpha,
+            prior_beta=k.prior_beta,
         )
-        sized = size_commits(values, commits, count, self.pc.n_commit, self.pc.knapsack.unit)
+        sized = size_commits(values, commits, count, self.pc.n_commit, k.unit)
         chosen = np.flatnonzero(sized.sizes)
         chosen = chosen[np.argsort(sized.sizes[chosen], kind="stable")]
         ids = [candidates[i].prompt_id for i in chosen]

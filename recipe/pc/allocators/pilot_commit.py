@@ -15,7 +15,6 @@ for this epoch (never evicted: eviction needs a full pilot).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -24,9 +23,12 @@ from verl import DataProto
 from recipe.pc import checkpoint as ckpt
 from recipe.pc import metric_names as m
 from recipe.pc.allocation import (
+    DownsampleSettings,
     GroupVerdict,
     classify_pilot,
     commit_size,
+    downsample_rows,
+    generated_per_group,
     group_rows,
     group_stats,
     subset_stats,
@@ -46,10 +48,7 @@ from recipe.pc.allocators.base import (
 )
 from recipe.pc.compact import CompactRows, Segment
 from recipe.pc.replay_buffer import BufferEntry, Draw, PilotReplayBuffer
-from recipe.pc.stages.downsample import downsample_rows
-
-if TYPE_CHECKING:  # the settings look allocators up: only type checkers read this import
-    from recipe.pc.settings import PCSettings
+from recipe.pc.settings import PCSettings
 
 # Request names: a round's new pilots, the rest of last round's screened pilots, and the commits.
 NEW_PILOTS, SCREEN_REST = "pilot", "screen_rest"
@@ -202,7 +201,7 @@ class PilotCommitAllocator(Allocator):
         if continuing is not None:
             requests.append(Request(SCREEN_REST, continuing.prompts, pilot.n - pilot.screen_n, PILOT))
         if commit_prompts is not None:
-            requests.append(Request(COMMIT, commit_prompts, self.pc.n_generated, COMMIT))
+            requests.append(Request(COMMIT, commit_prompts, generated_per_group(self.pc), COMMIT))
         return RoundPlan(tuple(requests), RoundContext(prompts, draws, reused, continuing))
 
     def absorb(self, plan: RoundPlan, generated: dict[str, DataProto], view: StepView) -> RoundResult:
@@ -222,8 +221,8 @@ class PilotCommitAllocator(Allocator):
         result.committed_ids = np.array([d.entry.prompt_id for d in ctx.draws], dtype=np.int64)
         result.commit_ages = np.array([view.step - d.entry.inserted_step for d in ctx.draws], dtype=np.int64)
         commit_rows = generated[COMMIT]
-        if self.pc.downsample.n is not None:
-            n, keep_n = self.pc.downsample.n, self.pc.n_commit
+        if self.pc.group(DownsampleSettings).n is not None:
+            n, keep_n = self.pc.group(DownsampleSettings).n, self.pc.n_commit
             values = metric_values(commit_rows, self.pc.agg_metric)
             keep = downsample_rows(values, np.arange(len(ctx.draws)) * n, n, keep_n, self.rng)
             result.downsampled_rollouts = len(ctx.draws) * (n - keep_n)

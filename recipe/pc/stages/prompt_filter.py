@@ -15,13 +15,14 @@ import numpy as np
 from verl import DataProto
 
 from recipe.pc.errors import PCConfigError
-
-PROMPT_FILTERS: dict[str, type[PromptFilter]] = {}
+from recipe.pc.registry import PROMPT_FILTERS, KeyGroup, register_keys
 
 
 def register_prompt_filter(cls: type[PromptFilter]) -> type[PromptFilter]:
     if not cls.name or cls.name in PROMPT_FILTERS:
         raise ValueError(f"prompt filter {cls.__name__} needs a unique name, got {cls.name!r}")
+    if cls.keys is not None:
+        register_keys(cls.keys)
     PROMPT_FILTERS[cls.name] = cls
     return cls
 
@@ -39,6 +40,9 @@ class PromptFilter:
 
     name: ClassVar[str] = "all"  # the value of algorithm.prompt_filter
     state_key: ClassVar[str | None] = None  # the checkpoint key of ``state_dict`` (None: no state)
+    # Its own config keys (a ``KeyGroup`` with a default for each, e.g. under algorithm.<name>.*), read with
+    # ``pc.group(cls.keys)``; None: none.
+    keys: ClassVar[type[KeyGroup] | None] = None
 
     @classmethod
     def from_settings(cls, pc) -> PromptFilter:

@@ -14,6 +14,7 @@ Plain numpy and Python: no Ray, no GPU.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 from verl import DataProto
@@ -22,8 +23,51 @@ from recipe.pc import checkpoint as ckpt
 from recipe.pc import metric_names as m
 from recipe.pc.allocation import GroupStats
 from recipe.pc.allocators.base import RoundResult, concat_rows
-from recipe.pc.settings import SkipSettings
+from recipe.pc.errors import PCConfigError
+from recipe.pc.registry import KeyGroup, in_unit_interval, key
 from recipe.pc.stages.prompt_filter import PromptFilter, register_prompt_filter
+
+
+@dataclass(frozen=True)
+class SkipSettings(KeyGroup):
+    """The skip filter's keys, ``algorithm.skip.*``; ``enable=true`` picks this filter (``algorithm.prompt_filter``
+    left null)."""
+
+    name = "skip"
+    enable: bool = key("algorithm.skip.enable", False)
+    explore_floor: float = key("algorithm.skip.explore_floor", 0.01)  # least probability of trying a prompt again
+    # Exploration probabilities (easy, hard) at the start: a prompt with a streak of z is skipped with
+    # probability 1 - p ** z.
+    p_init: float = key("algorithm.skip.p_init", 0.5)
+    p_step: float = key("algorithm.skip.p_step", 0.01)  # their change after each step past the first epoch
+    p_min: float = key("algorithm.skip.p_min", 0.05)
+    p_max: float = key("algorithm.skip.p_max", 0.95)
+    # Share of all-agreeing groups aimed for (a third all-correct, two thirds all-wrong).
+    target_zero_variance: float = key("algorithm.skip.target_zero_variance", 0.25)
+
+    def validate(self) -> None:
+        if not 0.0 < self.explore_floor <= 1.0:
+            raise PCConfigError(
+                f"algorithm.skip.explore_floor={self.explore_floor} must lie in (0, 1]: it is the least "
+                "probability that a skippable prompt is tried again"
+            )
+        if not 0.0 < self.p_min <= self.p_init <= self.p_max <= 1.0:
+            raise PCConfigError(
+                f"algorithm.skip.p_min={self.p_min}, algorithm.skip.p_init={self.p_init} and "
+                f"algorithm.skip.p_max={self.p_max} must satisfy 0 < p_min <= p_init <= p_max <= 1"
+            )
+        in_unit_interval("algorithm.skip.p_step", self.p_step)
+        in_unit_interval("algorithm.skip.target_zero_variance", self.target_zero_variance)
+
+    def prompt_filter(self) -> str | None:
+        return "skip" if self.enable else None
+
+    def check(self, pc) -> None:
+        if self.enable and pc.prompt_filter not in (None, "skip"):
+            raise PCConfigError(
+                f"algorithm.skip.enable=true picks the skip prompt filter and algorithm.prompt_filter="
+                f"{pc.prompt_filter} another: set one of them"
+            )
 
 
 def skip_probability(streak: np.ndarray, p_easy: float, p_hard: float, floor: float) -> np.ndarray:
@@ -136,10 +180,11 @@ class SkippingFilter(PromptFilter):
 
     name = "skip"
     state_key = "skip"
+    keys = SkipSettings
 
     @classmethod
     def from_settings(cls, pc) -> SkippingFilter:
-        return cls(pc.skip, pc.gen_batch_size)
+        return cls(pc.group(SkipSettings), pc.gen_batch_size)
 
     def __init__(self, rule: SkipSettings, gen_batch_size: int):
         self.skipper = PromptSkipper(rule)
