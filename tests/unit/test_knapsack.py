@@ -65,6 +65,37 @@ def test_the_posterior_uses_every_pilot_row_and_the_group_only_the_reused_ones()
     assert values_of([1], n=8, commits=np.array([0, 4]))[0, 1] == pytest.approx(beta_moment(2, 8, 1, 2), rel=1e-12)
 
 
+def disagreement_by_enumeration(p, reused, c):
+    """P(the group of the ``reused`` outcomes and ``c`` commit rows has both outcomes), summed over every commit."""
+    total = np.zeros_like(p)
+    for outcome in itertools.product([0, 1], repeat=c):
+        rows = [*reused, *outcome]
+        if 0 in rows and 1 in rows:
+            total += p ** sum(outcome) * (1 - p) ** (c - sum(outcome))
+    return total
+
+
+@pytest.mark.parametrize("reused", [[], [0], [1], [0, 0], [1, 1], [0, 1]])
+@pytest.mark.parametrize("prior", [(1.0, 1.0), (1.5, 2.0), (3.0, 1.0)])
+def test_the_value_is_the_posterior_integral_of_knapsack_rls_value_for_the_group(reused, prior):
+    # A pilot of 2 of 4, of which the rows in ``reused`` train: Beta(prior + (2, 2)) numerically.
+    commits, successes = np.arange(5), 2
+    p = np.linspace(0.0, 1.0, 20_001)
+    density = p ** (prior[0] + successes - 1) * (1 - p) ** (prior[1] + 4 - successes - 1)
+    expected = [
+        np.trapezoid(disagreement_by_enumeration(p, reused, c) * p * (1 - p) ** 2 * density, p) if c else 0.0
+        for c in commits
+    ] / np.trapezoid(density, p)
+    values = values_of([successes], reused=([sum(reused)], [len(reused)]), commits=commits, prior=prior)[0]
+    assert values == pytest.approx(expected, abs=1e-7)
+
+
+def test_a_group_of_commit_rows_alone_needs_two_of_them_to_disagree():
+    # 2 of 4 pilots, none reused: Beta(3, 3), v(4) = E[(1 - p^4 - (1-p)^4) p (1-p)^2] = 3/28 - 1/132 - 1/66 = 13/154.
+    values = commit_values([2], [4], [0], [0], [0, 1, 4], 1, 1)[0]
+    assert values.tolist()[:2] == [0.0, 0.0] and values[2] == pytest.approx(13 / 154, rel=1e-12)
+
+
 def test_the_prior_moves_the_value_of_an_edge():
     flat = values_of([0], commits=np.array([0, 8]))[0, 1]
     sceptical = values_of([0], commits=np.array([0, 8]), prior=(0.5, 2.0))[0, 1]
