@@ -155,7 +155,7 @@ def _dp(values: np.ndarray, sizes: np.ndarray, count: int, budget: int) -> np.nd
     """The dynamic program: ``best[j, w]`` is the best (value, -squared sizes) of the items so far with ``j`` chosen
     and ``w`` spent; ``pick[i, j, w]`` the level item i took to reach it."""
     m, levels = values.shape
-    tolerance = TIE_TOLERANCE * max(1.0, float(np.abs(values).max()) * count)
+    tolerance = TIE_TOLERANCE * float(np.abs(values).max()) * count  # scales with the values: no floor
     unreachable = np.iinfo(np.int64).max // 4
     best = np.full((count + 1, budget + 1), -np.inf)
     best[0, 0] = 0.0

@@ -150,6 +150,17 @@ def test_the_solver_finds_what_brute_force_finds(case):
     assert -int((sizes[levels] ** 2).sum()) == best[1]
 
 
+@pytest.mark.parametrize("scale", [1.0, 1e-13, 1e13])
+def test_a_difference_in_value_is_a_tie_or_not_whatever_the_values_scale(scale):
+    # 0.1 + 0.20005 beats 0.2 + 0.1 by a part in 6,000, far above the tie tolerance at any scale; the squared sizes
+    # tie, so a tolerance that does not scale would fall back on the earlier item and pick [2, 1].
+    values = np.array([[0, 0.1, 0.2], [0, 0.1, 0.20005]]) * scale
+    assert solve(values, np.array([0, 1, 2]), 2, 3).tolist() == [1, 2]
+    # 0.1 + 1.3 and 0.7 + 0.7 differ by rounding only (the first is 1.4000000000000001): a tie, so the least spread.
+    values = np.array([[0, 0.1, 0.7, 1.3]] * 2) * scale
+    assert solve(values, np.array([0, 1, 2, 3]), 2, 4).tolist() == [2, 2]
+
+
 @pytest.mark.parametrize(
     ("count", "budget", "message"),
     [
