@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recipe.pc.knapsack import KnapsackInfeasible, beta_moment, commit_values, size_commits, solve
+from recipe.pc.knapsack import (
+    KnapsackInfeasible,
+    _items_that_can_matter,
+    beta_moment,
+    commit_values,
+    size_commits,
+    solve,
+)
 
 COMMITS = np.array([0, 2, 4, 6, 8, 12, 16, 32])
 
@@ -148,6 +155,40 @@ def test_the_solver_finds_what_brute_force_finds(case):
     assert (levels > 0).sum() == count and sizes[levels].sum() == budget  # the budget exactly, never more
     assert values[np.arange(len(values)), levels].sum() == pytest.approx(best[0], abs=1e-9)
     assert -int((sizes[levels] ** 2).sum()) == best[1]
+
+
+def best_of(values, sizes, count, budget, items):
+    """Brute force over ``count`` of ``items`` and their non-zero sizes: the best (value, -squared sizes), or None."""
+    best = None
+    for chosen in itertools.combinations(items, count):
+        for levels in itertools.product(range(1, len(sizes)), repeat=count):
+            if sizes[list(levels)].sum() != budget:
+                continue
+            key = (values[list(chosen), list(levels)].sum(), -int((sizes[list(levels)] ** 2).sum()))
+            if best is None or key[0] > best[0] + 1e-9 or (key[0] > best[0] - 1e-9 and key[1] > best[1]):
+                best = key
+    return best
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_the_items_the_solver_keeps_hold_an_optimal_allocation(data):
+    # Up to 8 items for at most 3 commits, so the pruning has items to drop; any values, ties included, not only the
+    # shapes commit_values gives.
+    m = data.draw(st.integers(1, 8))
+    count = data.draw(st.integers(1, min(m, 3)))
+    sizes = np.array([0, *sorted(data.draw(st.sets(st.integers(1, 5), min_size=1, max_size=3)))])
+    palette = st.sampled_from([0.0, 0.1, 0.2, 0.25, 0.3])
+    rows = data.draw(
+        st.lists(st.lists(palette, min_size=len(sizes) - 1, max_size=len(sizes) - 1), min_size=m, max_size=m)
+    )
+    values = np.array([[0.0, *row] for row in rows])
+    budget = data.draw(st.integers(count * int(sizes[1]), count * int(sizes[-1])))
+    kept = best_of(values, sizes, count, budget, _items_that_can_matter(values, count).tolist())
+    best = best_of(values, sizes, count, budget, range(m))
+    if best is None:  # no allocation of these sizes adds up to the budget
+        return
+    assert kept is not None and kept[0] == pytest.approx(best[0], abs=1e-9) and kept[1] == best[1]
 
 
 @pytest.mark.parametrize("scale", [1.0, 1e-13, 1e13])
