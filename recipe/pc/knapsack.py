@@ -21,14 +21,17 @@ With ``M(a, b) = E[p**a * (1 - p)**b] = B(alpha + a, beta + b) / B(alpha, beta)`
 
 - reused pilot rows that already disagree: the group disagrees whatever the commit, ``v(c) = M(1, 2)`` for c >= 1;
 - reused rows all failures: the group disagrees iff a commit row succeeds, ``v(c) = M(1, 2) - M(1, c + 2)``;
-- reused rows all successes: iff a commit row fails, ``v(c) = M(1, 2) - M(c + 1, 2)``.
+- reused rows all successes: iff a commit row fails, ``v(c) = M(1, 2) - M(c + 1, 2)``;
+- no reused rows: iff the commit rows disagree among themselves, ``v(c) = M(1, 2) - M(1, c + 2) - M(c + 1, 2)``
+  (Knapsack RL's own value for a group of ``c``; 0 at ``c = 1``).
 
 Why the value depends on the commit size: for a prompt whose reused pilot rows agree (the band's edges, which
 Pilot-Commit defers or skips), a larger commit is likelier to contain the other outcome, and only then does the
 group give a gradient. ``v`` then rises strictly with ``c`` with strictly shrinking steps (each step is
-``M(2, c + 2)`` resp. ``M(c + 1, 3)``, which falls with ``c``) towards ``M(1, 2)``. For a prompt whose reused rows
-already disagree the size changes nothing (the first row of the commit is what makes it train), so a knapsack gives
-such prompts the smallest size whenever another prompt can use the rollouts.
+``M(2, c + 2)`` resp. ``M(c + 1, 3)``, which falls with ``c``; with no reused rows their sum, from ``v(1) = 0``)
+towards ``M(1, 2)``. For a prompt whose reused rows already disagree the size changes nothing (the first row of the
+commit is what makes it train), so a knapsack gives such prompts the smallest size whenever another prompt can use
+the rollouts.
 
 The knapsack. Each candidate gets a size from ``{0} | {min, min + unit, ..., max}``; exactly ``count`` candidates get
 a non-zero size and the sizes add up to ``budget`` exactly; the sum of values is largest. Among allocations of the
@@ -71,7 +74,8 @@ def commit_values(
     """``v(c)`` of the module docstring: one row per prompt, one column per commit size in ``commits``.
 
     ``successes`` of ``pilot_n`` pilot rollouts set the posterior; ``reused_successes`` of the ``reused_n`` pilot rows
-    that train in the group decide whether the group already disagrees.
+    that train in the group decide whether the group already disagrees (with ``reused_n`` 0 the group is the commit
+    rows alone).
     """
     successes, pilot_n = np.asarray(successes, dtype=np.float64), np.asarray(pilot_n, dtype=np.float64)
     reused_successes, reused_n = np.asarray(reused_successes), np.asarray(reused_n)
@@ -84,12 +88,14 @@ def commit_values(
     alpha = (prior_alpha + successes)[:, None]
     beta = (prior_beta + pilot_n - successes)[:, None]
     c = commits[None, :]
-    info = beta_moment(alpha, beta, 1, 2)  # E[InfoGain(p)]
-    all_fail = info - beta_moment(alpha, beta, 1, c + 2)
-    all_success = info - beta_moment(alpha, beta, c + 1, 2)
-    disagree = ((reused_successes > 0) & (reused_successes < reused_n))[:, None]
-    values = np.where(disagree, info, np.where((reused_successes == 0)[:, None], all_fail, all_success))
-    return np.where(c > 0, values, 0.0)
+    # P(the group agrees | p) = [no reused success] (1-p)^c + [no reused failure] p^c; no reused rows: both terms.
+    no_success = (reused_successes == 0)[:, None]
+    no_failure = (reused_successes == reused_n)[:, None]
+    values = beta_moment(alpha, beta, 1, 2)  # E[InfoGain(p)]
+    values = values - np.where(no_success, beta_moment(alpha, beta, 1, c + 2), 0.0)
+    values = values - np.where(no_failure, beta_moment(alpha, beta, c + 1, 2), 0.0)
+    # A lone commit row's value is 0 exactly; its three moments cancel only up to rounding.
+    return np.where(c > 0, np.maximum(values, 0.0), 0.0)
 
 
 class KnapsackInfeasible(ValueError):
@@ -149,7 +155,7 @@ def _dp(values: np.ndarray, sizes: np.ndarray, count: int, budget: int) -> np.nd
     """The dynamic program: ``best[j, w]`` is the best (value, -squared sizes) of the items so far with ``j`` chosen
     and ``w`` spent; ``pick[i, j, w]`` the level item i took to reach it."""
     m, levels = values.shape
-    tolerance = TIE_TOLERANCE * max(1.0, float(np.abs(values).max()) * count)
+    tolerance = TIE_TOLERANCE * float(np.abs(values).max()) * count  # scales with the values: no floor
     unreachable = np.iinfo(np.int64).max // 4
     best = np.full((count + 1, budget + 1), -np.inf)
     best[0, 0] = 0.0

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recipe.pc.knapsack import KnapsackInfeasible, beta_moment, commit_values, size_commits, solve
+from recipe.pc.knapsack import (
+    KnapsackInfeasible,
+    _items_that_can_matter,
+    beta_moment,
+    commit_values,
+    size_commits,
+    solve,
+)
 
 COMMITS = np.array([0, 2, 4, 6, 8, 12, 16, 32])
 
@@ -65,6 +72,37 @@ def test_the_posterior_uses_every_pilot_row_and_the_group_only_the_reused_ones()
     assert values_of([1], n=8, commits=np.array([0, 4]))[0, 1] == pytest.approx(beta_moment(2, 8, 1, 2), rel=1e-12)
 
 
+def disagreement_by_enumeration(p, reused, c):
+    """P(the group of the ``reused`` outcomes and ``c`` commit rows has both outcomes), summed over every commit."""
+    total = np.zeros_like(p)
+    for outcome in itertools.product([0, 1], repeat=c):
+        rows = [*reused, *outcome]
+        if 0 in rows and 1 in rows:
+            total += p ** sum(outcome) * (1 - p) ** (c - sum(outcome))
+    return total
+
+
+@pytest.mark.parametrize("reused", [[], [0], [1], [0, 0], [1, 1], [0, 1]])
+@pytest.mark.parametrize("prior", [(1.0, 1.0), (1.5, 2.0), (3.0, 1.0)])
+def test_the_value_is_the_posterior_integral_of_knapsack_rls_value_for_the_group(reused, prior):
+    # A pilot of 2 of 4, of which the rows in ``reused`` train: Beta(prior + (2, 2)) numerically.
+    commits, successes = np.arange(5), 2
+    p = np.linspace(0.0, 1.0, 20_001)
+    density = p ** (prior[0] + successes - 1) * (1 - p) ** (prior[1] + 4 - successes - 1)
+    expected = [
+        np.trapezoid(disagreement_by_enumeration(p, reused, c) * p * (1 - p) ** 2 * density, p) if c else 0.0
+        for c in commits
+    ] / np.trapezoid(density, p)
+    values = values_of([successes], reused=([sum(reused)], [len(reused)]), commits=commits, prior=prior)[0]
+    assert values == pytest.approx(expected, abs=1e-7)
+
+
+def test_a_group_of_commit_rows_alone_needs_two_of_them_to_disagree():
+    # 2 of 4 pilots, none reused: Beta(3, 3), v(4) = E[(1 - p^4 - (1-p)^4) p (1-p)^2] = 3/28 - 1/132 - 1/66 = 13/154.
+    values = commit_values([2], [4], [0], [0], [0, 1, 4], 1, 1)[0]
+    assert values.tolist()[:2] == [0.0, 0.0] and values[2] == pytest.approx(13 / 154, rel=1e-12)
+
+
 def test_the_prior_moves_the_value_of_an_edge():
     flat = values_of([0], commits=np.array([0, 8]))[0, 1]
     sceptical = values_of([0], commits=np.array([0, 8]), prior=(0.5, 2.0))[0, 1]
@@ -117,6 +155,51 @@ def test_the_solver_finds_what_brute_force_finds(case):
     assert (levels > 0).sum() == count and sizes[levels].sum() == budget  # the budget exactly, never more
     assert values[np.arange(len(values)), levels].sum() == pytest.approx(best[0], abs=1e-9)
     assert -int((sizes[levels] ** 2).sum()) == best[1]
+
+
+def best_of(values, sizes, count, budget, items):
+    """Brute force over ``count`` of ``items`` and their non-zero sizes: the best (value, -squared sizes), or None."""
+    best = None
+    for chosen in itertools.combinations(items, count):
+        for levels in itertools.product(range(1, len(sizes)), repeat=count):
+            if sizes[list(levels)].sum() != budget:
+                continue
+            key = (values[list(chosen), list(levels)].sum(), -int((sizes[list(levels)] ** 2).sum()))
+            if best is None or key[0] > best[0] + 1e-9 or (key[0] > best[0] - 1e-9 and key[1] > best[1]):
+                best = key
+    return best
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_the_items_the_solver_keeps_hold_an_optimal_allocation(data):
+    # Up to 8 items for at most 3 commits, so the pruning has items to drop; any values, ties included, not only the
+    # shapes commit_values gives.
+    m = data.draw(st.integers(1, 8))
+    count = data.draw(st.integers(1, min(m, 3)))
+    sizes = np.array([0, *sorted(data.draw(st.sets(st.integers(1, 5), min_size=1, max_size=3)))])
+    palette = st.sampled_from([0.0, 0.1, 0.2, 0.25, 0.3])
+    rows = data.draw(
+        st.lists(st.lists(palette, min_size=len(sizes) - 1, max_size=len(sizes) - 1), min_size=m, max_size=m)
+    )
+    values = np.array([[0.0, *row] for row in rows])
+    budget = data.draw(st.integers(count * int(sizes[1]), count * int(sizes[-1])))
+    kept = best_of(values, sizes, count, budget, _items_that_can_matter(values, count).tolist())
+    best = best_of(values, sizes, count, budget, range(m))
+    if best is None:  # no allocation of these sizes adds up to the budget
+        return
+    assert kept is not None and kept[0] == pytest.approx(best[0], abs=1e-9) and kept[1] == best[1]
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-13, 1e13])
+def test_a_difference_in_value_is_a_tie_or_not_whatever_the_values_scale(scale):
+    # 0.1 + 0.20005 beats 0.2 + 0.1 by a part in 6,000, far above the tie tolerance at any scale; the squared sizes
+    # tie, so a tolerance that does not scale would fall back on the earlier item and pick [2, 1].
+    values = np.array([[0, 0.1, 0.2], [0, 0.1, 0.20005]]) * scale
+    assert solve(values, np.array([0, 1, 2]), 2, 3).tolist() == [1, 2]
+    # 0.1 + 1.3 and 0.7 + 0.7 differ by rounding only (the first is 1.4000000000000001): a tie, so the least spread.
+    values = np.array([[0, 0.1, 0.7, 1.3]] * 2) * scale
+    assert solve(values, np.array([0, 1, 2, 3]), 2, 4).tolist() == [2, 2]
 
 
 @pytest.mark.parametrize(

@@ -222,21 +222,38 @@ def test_ties_between_equal_prompts_are_drawn_at_random():
     assert len(chosen) > 1
 
 
-def test_the_group_disagrees_by_its_reused_rows_and_the_posterior_counts_every_pilot_row():
-    """1 of 4 pilots succeeded, but the two rows reused (first_n) both failed: the value of a commit of 8 is the
-    all-wrong formula under Beta(2, 4), E[p(1-p)^2] - E[p(1-p)^10], not the flat E[p(1-p)^2]."""
+@pytest.mark.parametrize(
+    ("pilot", "posterior", "no_gradient"),
+    [([0.0, 0.0, 1.0, 0.0], (2, 4), (1, 2 + N_COMMIT)), ([1.0, 1.0, 0.0, 1.0], (4, 2), (1 + N_COMMIT, 2))],
+)
+def test_the_group_disagrees_by_its_reused_rows_and_the_posterior_counts_every_pilot_row(pilot, posterior, no_gradient):
+    """The pilot disagrees, but the two rows reused (first_n) agree: the value of a commit of 8 is E[p(1-p)^2] less
+    the chance that all 8 commit rows agree with them, E[p(1-p)^10] (all failed) or E[p^9(1-p)^2] (all succeeded),
+    under the posterior of all 4 pilot rows; not the flat E[p(1-p)^2]."""
     from recipe.pc.knapsack import beta_moment
 
     alloc, state = (
         knapsack(1, 0, "algorithm.exploration.n_effective=2", "algorithm.buffer_response_sampling_method=first_n"),
         StepState(),
     )
-    a_round(alloc, state, [1], 100, one_success, gen_round=1, pilot_values=[[0.0, 0.0, 1.0, 0.0]])
+    a_round(alloc, state, [int(sum(pilot))], 100, one_success, gen_round=1, pilot_values=[pilot])
     requests, result = a_round(alloc, state, [4], 200, one_success, gen_round=2)
     assert commits_of(requests) == {100: N_COMMIT}
     assert sum(len(s) for s in result.segments) == 2 + N_COMMIT
     value = alloc.end_step(1)[names.KNAPSACK_VALUE]
-    assert value == pytest.approx(beta_moment(2, 4, 1, 2) - beta_moment(2, 4, 1, 10), rel=1e-12)
+    expected = beta_moment(*posterior, 1, 2) - beta_moment(*posterior, *no_gradient)
+    assert value == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_buffered_prompt_piloted_again_at_an_edge_keeps_its_buffered_entry_and_is_not_also_an_edge():
+    """One to commit from a 3-of-4 and a 1-of-4 band prompt: the 1-of-4 one is worth more, so the 3-of-4 one stays
+    buffered. The same round pilots it again (a new epoch's dataloader) and all 4 fail: it stays offered once."""
+    alloc, state = knapsack(1), StepState()
+    a_round(alloc, state, [3, 1], 100, one_success, gen_round=1)
+    requests, _ = a_round(alloc, state, [0], 100, one_success, gen_round=2)
+    assert commits_of(requests) == {101: N_COMMIT}
+    assert alloc.edges == []
+    assert [(e.prompt_id, e.metric_values.tolist()) for e in alloc.buffer.entries()] == [(100, [1.0, 1.0, 1.0, 0.0])]
 
 
 def test_an_edge_prompt_evicted_at_the_epoch_end_is_not_offered_next_epoch():
