@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from omegaconf import OmegaConf
 
-from recipe.pc.errors import PCConfigError
+from recipe.pc.errors import PCConfigError, PCConfigErrors, problems_of
 
 # The Hydra config node of every registered group's defaults, named in pc_trainer.yaml's defaults list.
 OWNED_KEYS_NODE = "pc_owned_keys"
@@ -90,16 +90,29 @@ class KeyGroup:
 
     @classmethod
     def read(cls, config):
-        hints = typing.get_type_hints(cls)
-        values = {}
-        for f in dataclasses.fields(cls):
-            if "key" in f.metadata:
-                values[f.name] = _read(config, f.metadata, hints[f.name])
-            elif f.metadata.get("owned"):
-                continue  # filled by the class's own read (PCSettings: the registered groups)
-            else:
-                values[f.name] = hints[f.name].read(config)
+        """The group from ``config``, checked; every bad key of it (and of its nested groups) in one
+        ``PCConfigErrors``, its own range checks run only when all its keys were read."""
+        values, problems = cls._read_fields(config)
+        if problems:
+            raise PCConfigErrors(problems)
         return cls._finish(config, values)
+
+    @classmethod
+    def _read_fields(cls, config) -> tuple[dict, list[str]]:
+        """The fields' values, and the problem lines of those that could not be read."""
+        hints = typing.get_type_hints(cls)
+        values, problems = {}, []
+        for f in dataclasses.fields(cls):
+            if f.metadata.get("owned"):
+                continue  # filled by the class's own read (PCSettings: the registered groups)
+            try:
+                if "key" in f.metadata:
+                    values[f.name] = _read(config, f.metadata, hints[f.name])
+                else:
+                    values[f.name] = hints[f.name].read(config)
+            except PCConfigError as err:
+                problems += problems_of(err)
+        return values, problems
 
     @classmethod
     def _finish(cls, config, values: dict):

@@ -14,6 +14,7 @@ verl's DAPO keys (``algorithm.filter_groups.*``) are refused when set (``KEYS_NO
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -21,13 +22,17 @@ from typing import TypeVar
 
 from omegaconf import OmegaConf
 
-from recipe.pc.errors import PCConfigError
+from recipe.pc.errors import PCConfigError, PCConfigErrors, problems_of
 from recipe.pc.registry import ALLOCATORS, KEY_GROUPS, KeyGroup, in_unit_interval, key, owned_defaults
 from recipe.pc.replay_buffer import PROMPT_STRATEGIES, RESPONSE_STRATEGIES, TAKE_ALL_ORDERS, TIE_ORDERS
 from recipe.pc.val_metrics import VAL_METRICS
 
 CONFIG_FILE = Path(__file__).parent / "config" / "pc_trainer.yaml"
 G = TypeVar("G", bound=KeyGroup)
+NOT_CHECKED = (
+    "not checked: how the settings fit together (batch sizes, rounds, buffer, the allocator's own checks), until "
+    "the keys above are fixed"
+)
 MINI_BATCH_UNITS = ("group", "rollout_n")
 ROW_ORDERS = ("verl", "reference")
 
@@ -162,9 +167,30 @@ class PCSettings(KeyGroup):
     owned: dict = dataclasses.field(default_factory=dict, metadata={"owned": True})
 
     @classmethod
-    def _finish(cls, config, values: dict) -> PCSettings:
-        values["owned"] = {name: group.read(config) for name, group in KEY_GROUPS.items()}
-        return super()._finish(config, values)
+    def read(cls, config) -> PCSettings:
+        """Every group read and checked, the registered ones included, before any error is raised: one
+        ``PCConfigErrors`` lists them all. The checks across groups run only once every key is good (until then one
+        line says they were not checked), and each of them runs whatever the others found."""
+        values, problems = cls._read_fields(config)
+        owned = {}
+        for name, group in KEY_GROUPS.items():
+            try:
+                owned[name] = group.read(config)
+            except PCConfigError as err:
+                problems += problems_of(err)
+        if problems:
+            raise PCConfigErrors([*problems, NOT_CHECKED])
+        settings = cls(**values, owned=owned)
+        checks = [settings.validate, *(functools.partial(g.check, settings) for g in owned.values())]
+        checks.append(lambda: settings.allocator.check_settings(settings))
+        for check in checks:
+            try:
+                check()
+            except PCConfigError as err:
+                problems += [p for p in problems_of(err) if p not in problems]
+        if problems:
+            raise PCConfigErrors(problems)
+        return settings
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -246,9 +272,6 @@ class PCSettings(KeyGroup):
                 f"algorithm.buffer_size={self.buffer.size} is below data.train_batch_size={self.train_batch_size}: "
                 "a step could never be filled from the buffer"
             )
-        for group in self.owned.values():
-            group.check(self)
-        self.allocator.check_settings(self)
 
 
 def allocator_class(method: str) -> type:

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from omegaconf import OmegaConf
 from verl.utils.device import get_platform
 
+from recipe.pc.errors import PCConfigError, PCConfigErrors, problems_of
 from recipe.pc.parallel import check_parallel_sizes, micro_batches
 from recipe.pc.settings import PCSettings
 from recipe.pc.stages.prompt_filter import prompt_filter_class
@@ -30,6 +31,10 @@ HUB_TIMEOUT_S = 10
 WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
 
+PARALLEL_NOT_CHECKED = (
+    "not checked: how a step's rows split over the data-parallel ranks, mini-batches and micro-batches, until the "
+    "settings above are fixed"
+)
 DATA_KEYS = ("data.train_files", "data.val_files")
 DATA_SUFFIXES = (".parquet", ".json", ".jsonl")  # what verl's RLHFDataset reads
 # How the launcher's data files are made (train_scripts/common*.sh set it), appended to the missing-data error.
@@ -74,7 +79,10 @@ def reference_dp_size(config) -> int | None:
 
 
 def _check_pc(config) -> None:
-    settings = PCSettings.from_config(config)
+    try:
+        settings = PCSettings.from_config(config)
+    except PCConfigError as err:
+        raise PCConfigErrors([*problems_of(err), PARALLEL_NOT_CHECKED]) from None
     prompt_filter_class(settings.prompt_filter_name)
     dp_size = actor_dp_size(config)
     # Null sizes are left to verl's validate_config (_check_verl), which names them.
@@ -372,6 +380,8 @@ def preflight(config, fetch_model: bool) -> tuple[list[str], list[str]]:
     for check in checks:
         try:
             note = check(config)
+        except PCConfigError as err:  # the settings report every bad key at once
+            problems += problems_of(err)
         except Exception as err:  # each check reports its own failure; the rest still run
             problems.append(str(err).strip() or type(err).__name__)
         else:

@@ -35,7 +35,7 @@ from recipe.pc.allocators.pilot_commit import (
     buffer_to_plain,
 )
 from recipe.pc.compact import Segment
-from recipe.pc.errors import PCConfigError
+from recipe.pc.errors import PCConfigError, PCConfigErrors
 from recipe.pc.knapsack import commit_values, size_commits
 from recipe.pc.registry import KeyGroup, key
 from recipe.pc.replay_buffer import BufferEntry, Draw
@@ -112,41 +112,51 @@ class KnapsackAllocator(PilotCommitAllocator):
 
     @classmethod
     def check_settings(cls, pc: PCSettings) -> None:
+        """Every setting the knapsack cannot run, all at once, each naming the value to set."""
         super(PilotCommitAllocator, cls).check_settings(pc)  # the base refuses screening pilots
-        k, n = pc.group(KnapsackSettings), pc.n_commit
-        if n % k.unit or not k.min_commit <= n <= k.max_commit:
-            raise PCConfigError(
-                f"actor_rollout_ref.rollout.n={n} must be a multiple of algorithm.knapsack.unit={k.unit} and lie in "
-                f"[algorithm.knapsack.min_commit={k.min_commit}, algorithm.knapsack.max_commit={k.max_commit}]: a "
-                "round spends rollout.n a prompt, and uniform sizing must be one of the allocations"
+        k, n, problems = pc.group(KnapsackSettings), pc.n_commit, []
+        if n % k.unit:
+            problems.append(
+                f"actor_rollout_ref.rollout.n={n} must be a multiple of algorithm.knapsack.unit={k.unit}: set "
+                f"algorithm.knapsack.unit to a divisor of {n} (a round spends rollout.n a prompt)"
+            )
+        if not k.min_commit <= n <= k.max_commit:
+            wide = -(-2 * n // k.unit) * k.unit  # twice rollout.n, a multiple of the unit
+            fix = f"max_commit={wide}" if n > k.max_commit else f"min_commit={k.unit}"
+            problems.append(
+                f"actor_rollout_ref.rollout.n={n} must lie in [algorithm.knapsack.min_commit={k.min_commit}, "
+                f"algorithm.knapsack.max_commit={k.max_commit}], so that uniform sizing is one of the allocations: "
+                f"set algorithm.knapsack.{fix}"
             )
         if k.min_commit == k.max_commit:
-            raise PCConfigError(
+            problems.append(
                 f"algorithm.knapsack.min_commit = max_commit = {k.min_commit} leaves every commit one size: use "
                 "algorithm.rollout_allocation=pilot_commit, or widen the range"
             )
         if pc.group(DownsampleSettings).n is not None:
-            raise PCConfigError(
+            problems.append(
                 f"algorithm.downsample.n={pc.group(DownsampleSettings).n} down-samples commits of one size; "
                 "algorithm.rollout_allocation=knapsack sizes each commit itself: set it to null"
             )
         if pc.buffer.prompt_strategy != "random":
-            raise PCConfigError(
+            problems.append(
                 f"algorithm.buffer_sampling_method={pc.buffer.prompt_strategy!r} ranks buffered prompts, which "
                 "algorithm.rollout_allocation=knapsack does by their values (ties at random): set it to random"
             )
         if pc.reference.preset == "reference":
-            raise PCConfigError(
+            problems.append(
                 "preset=reference runs the authors' Pilot-Commit; algorithm.rollout_allocation=knapsack is not "
                 "theirs: drop preset=reference (or choose preset=improved)"
             )
         if pc.min_train_prompts != pc.train_batch_size and not pc.raise_on_unfilled_batch:
-            raise PCConfigError(
+            problems.append(
                 f"algorithm.rollout_allocation=knapsack trains full steps only (its groups differ in size, so an "
                 f"unfilled step cannot be cut to whole mini-batches by its prompt count): set "
                 f"algorithm.min_train_prompts={pc.train_batch_size} (data.train_batch_size) or "
                 "algorithm.raise_on_unfilled_batch=true"
             )
+        if problems:
+            raise PCConfigErrors(problems)
 
     def __init__(self, pc, rng):
         super().__init__(pc, rng)
