@@ -18,12 +18,11 @@ from recipe.pc_tools.curves import (
     drawn_means,
     interpolated_mean_curve,
     read_crossing,
-    run_ends,
     scipy_module,
     values_at,
 )
 from recipe.pc_tools.logs import ReportError
-from recipe.pc_tools.tables import format_cell
+from recipe.pc_tools.tables import crossing_cell, format_cell, left_out_runs, reached_cell
 
 CI_RESAMPLES = 10_000
 INTERVALS = ("percentile", "studentized")
@@ -109,35 +108,11 @@ def interpolated_table(
             ratio = crossing_ratio(np.array([own.rollouts]), np.array([base.rollouts]))[0]
             row[f"rollouts_ratio{suffix}_vs_{baseline}"] = float(ratio)
             row[f"target{suffix}"] = value
-            row[f"left_out{suffix}"] = _left_out(labels, own.used, runs[config], short=True)
+            row[f"left_out{suffix}"] = left_out_runs(labels, own.used, runs[config], short=True)
         rows.append(row)
     table = pd.DataFrame(rows)
     table.attrs["targets"] = [(goal, value) for goal, value, _ in readings]
     return table
-
-
-def _left_out(labels: list[str], used, curves: list[pd.DataFrame], short: bool = False) -> str:
-    """The runs not in ``used``, each with where it ended ('s8 (ended at 17,424)' with ``short``, for a row of one
-    configuration): '' when none."""
-    ends = run_ends(curves)
-    named = [(SEED_SUFFIX.match(label) if short else None, label) for label in labels]
-    return ", ".join(
-        f"{'s' + match['seed'] if match else label} (ended at {ends[i]:,.0f})"
-        for i, (match, label) in enumerate(named)
-        if i not in used
-    )
-
-
-def _reached_cell(value: float, fmt: str, suffix: str = "") -> str:
-    if pd.isna(value):
-        return "not read"
-    return "not reached" if value == np.inf else format_cell(value, fmt, suffix=suffix)
-
-
-def _crossing_cell(row: dict, suffix: str) -> str:
-    cell = _reached_cell(row[f"rollouts_to_target{suffix}"], ",.0f")
-    left_out = row.get(f"left_out{suffix}", "")
-    return f"{cell} (left out: {left_out})" if left_out else cell
 
 
 def interpolated_markdown(table: pd.DataFrame, budgets: list[float], baseline: str, caption: str) -> str:
@@ -156,8 +131,8 @@ def interpolated_markdown(table: pd.DataFrame, budgets: list[float], baseline: s
         for i, (goal, _) in enumerate(goals):
             suffix = _suffix(i, goal)
             cells += [
-                _crossing_cell(row, suffix),
-                _reached_cell(row[f"rollouts_ratio{suffix}_vs_{baseline}"], ".2f", "×"),
+                crossing_cell(row[f"rollouts_to_target{suffix}"], row[f"left_out{suffix}"]),
+                reached_cell(row[f"rollouts_ratio{suffix}_vs_{baseline}"], ".2f", "×"),
             ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -351,8 +326,8 @@ def intervals_table(
             row["left_out"] = "; ".join(
                 text
                 for text in (
-                    _left_out(labels, there, runs[config]),
-                    _left_out(groups[baseline], base_there, runs[baseline]),
+                    left_out_runs(labels, there, runs[config]),
+                    left_out_runs(groups[baseline], base_there, runs[baseline]),
                 )
                 if text
             )
@@ -384,7 +359,10 @@ def _ratio_row(runs, config, baseline, goal: Target, value: float, draws: _Draws
     estimate = crossing_ratio(np.array([own.rollouts]), np.array([base.rollouts]))[0]
     left_out = "; ".join(
         text
-        for text in (_left_out(labels, own.used, runs[config]), _left_out(groups[baseline], base.used, runs[baseline]))
+        for text in (
+            left_out_runs(labels, own.used, runs[config]),
+            left_out_runs(groups[baseline], base.used, runs[baseline]),
+        )
         if text
     )
     row = {"measure": "ratio", "value": own.rollouts, "baseline_value": base.rollouts, "estimate": estimate}
@@ -446,8 +424,8 @@ def _interval_cells(row: dict, goals: list, baseline: str, alpha: float) -> list
         name = "rollouts to target"
         if len(goals) > 1:
             name = f"rollouts to {row['target']:.4f} ({row['target_source']})"
-        cells = [name, _reached_cell(row["value"], ",.0f"), _reached_cell(row["baseline_value"], ",.0f")]
-        cells += [_reached_cell(row["estimate"], ".2f", "×"), interval, "—"]
+        cells = [name, reached_cell(row["value"], ",.0f"), reached_cell(row["baseline_value"], ",.0f")]
+        cells += [reached_cell(row["estimate"], ".2f", "×"), interval, "—"]
         cells += ["—"] * len(equivalence) + ["", "", row["left_out"] or ""]
         return cells
     splits = _splits(row)

@@ -98,7 +98,8 @@ def plot_seeds(
     path: Path,
     ylabel: str,
 ):
-    """Per configuration: each seed's smoothed accuracy as a thin line, the mean curve as a thick one.
+    """Per configuration: each seed's smoothed accuracy as a thin line, its mean curve (``means``: the seeds table's,
+    ``interpolated_mean_curve``) as a thick one.
 
     Writes ``path`` and returns the matplotlib Figure."""
     fig, (ax,) = _figure(1)

@@ -34,21 +34,26 @@ Method:
 * A run reaches the target at the FIRST validation point whose smoothed accuracy is >= target (1e-9 float
   tolerance). No interpolation between validation points: the reported rollouts are that step's cumulative
   generated rollouts, so they are an upper bound at the validation frequency's resolution.
-* Speed-up vs a reference run = reference's rollouts-to-target / this run's rollouts-to-target. The second
-  ratio column compares with ``--compare`` (by default the only other run whose label contains "dapo").
+* Rollouts to target × a reference run = this run's rollouts-to-target / the reference's (below 1: fewer
+  rollouts); empty where either never reaches the target. The second ratio column compares with ``--compare`` (by
+  default the only other run whose label contains "dapo").
 * Wall-clock to target sums ``timing_s/step`` over the steps up to and including the reach step (this
   trainer times validation separately, as ``timing_s/testing``, so it is not included); generation calls to
   target sum ``training/num_gen_batches`` likewise. Mean s/step is over all logged steps.
 
 Seeds (``--seeds``): a label ending in ``_s<N>``, ``-s<N>``, ``_seed<N>`` or ``-seed<N>`` is seed N of the
 configuration named by the rest (``grpo_s1``, ``grpo_s2`` -> ``grpo``); other labels are configurations of one
-run. ``--baseline``/``--compare`` then name configurations. A configuration's mean curve averages its seeds'
-accuracy and cumulative rollouts at the validation steps every seed logged; the target defaults to the peak
-of the baseline's smoothed mean curve. Per configuration: how many seeds reach the target, and the mean,
-min-max and sample std (ddof=1) of rollouts-to-target over the seeds that do; speed-up = reference mean /
-this mean, only when every seed of both reached it. The mean curve's own crossing (its mean rollouts at the first
-validation step where its accuracy reaches the target) and the mean-curve speed-up (reference crossing / this one)
-exist even where some seed never reaches the target.
+run. ``--baseline``/``--compare`` then name configurations. A configuration's mean curve is the one
+``--interpolate`` reads (below): its seeds' curves, each linear (or PCHIP, ``--curve``) between its validation points in
+cumulative generated rollouts, averaged pointwise at equal rollouts; the target defaults to the peak of the
+baseline's mean curve. Per configuration: how many seeds reach the target, and the mean, min-max and sample std
+(ddof=1) of rollouts-to-target over the seeds that do (each seed at its own first validation point at or above the
+target, as for one run); rollouts × a reference = this mean / the reference's, only when every seed of both reached
+it. The mean curve's peak and its crossing of the target (``--interpolate``'s rule: linear between points, "not
+reached" or "not read", runs that stopped early left out and named) and its ratio (this crossing / the reference's;
+not read where the reference's mean curve never reaches the target) exist even where some seed never reaches it.
+``--equal-accuracy`` alone compares mean curves step by step, its seeds averaged at the validation steps every seed
+logged.
 
 ``--at-steps S1,S2``: each run's validation accuracy (averaged and smoothed as for the table) and cumulative
 generated rollouts at those validation steps, as ``at_steps.md`` and after the table on stdout.
@@ -130,6 +135,7 @@ from recipe.pc_tools.curves import (
     budget_gaps,
     check_run,
     choose_benchmarks,
+    interpolated_mean_curve,
     mark_run_end,
     mean_curve,
     seed_groups,
@@ -191,7 +197,7 @@ def _pick_baseline(labels: list[str], requested: str | None, have_target: bool, 
     problem = f"{len(candidates)} runs have 'grpo' in their label ({', '.join(candidates) or 'none'})"
     if not have_target:
         raise ReportError(f"cannot pick the GRPO baseline: {problem}; pass --baseline LABEL or --target ACC")
-    logger.warning("no baseline speed-up column: %s; pass --baseline LABEL", problem)
+    logger.warning("no ratio to a baseline: %s; pass --baseline LABEL", problem)
     return None
 
 
@@ -213,9 +219,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
             "LABEL=tb:DIR or a DIR holding events.out.tfevents.* (verl tensorboard logger), "
             "LABEL=wandb:ENTITY/PROJECT/RUN_ID (read through the W&B API; needs a login). "
             "--seeds: runs labelled CONFIG_s1, CONFIG_s2, ... (also -s<N>, _seed<N>, -seed<N>) are seeds of "
-            "CONFIG; the target is the peak of the baseline configuration's mean curve (its seeds averaged at "
-            "the validation steps they all logged); each configuration gets the mean, min-max and sample std of "
-            "its seeds' rollouts-to-target, over the seeds that reached it, and how many did. Outputs then are "
+            "CONFIG; the target is the peak of the baseline configuration's mean curve (its seeds' curves averaged "
+            "at equal cumulative rollouts, --curve between validation points); each configuration gets the mean, "
+            "min-max and sample std of its seeds' rollouts-to-target, over the seeds that reached it, how many did, "
+            "and where its mean curve reaches the target. Outputs then are "
             f"seeds_table.md, seeds_table.csv and seeds_accuracy_vs_rollouts.png. The plot needs matplotlib "
             f"({INSTALL_PLOT}); without it the tables are still written."
         ),
@@ -355,8 +362,9 @@ def _add_reading_options(parser: argparse.ArgumentParser) -> None:
         "--curve",
         choices=CURVE_KINDS,
         default="linear",
-        help="how a run's accuracy is read between its validation points for --at-rollouts, --interpolate and --ci: "
-        "straight lines (default) or PCHIP, a monotone cubic that does not overshoot its points",
+        help="how a run's accuracy is read between its validation points for --at-rollouts, --seeds' mean curves, "
+        "--interpolate and --ci: straight lines (default) or PCHIP, a monotone cubic that does not overshoot its "
+        "points",
     )
     parser.add_argument(
         "--target-at",
@@ -590,7 +598,8 @@ def _per_run_report(args, frames, curves, benchmarks, columns, written: list[Pat
     source = "given" if args.target is not None else f"peak of {baseline}"
     caption = (
         f"Target accuracy {target:.4f} ({source}): {method}; "
-        "rollouts = cumulative generated rollouts at the first validation point at or above the target."
+        "rollouts = cumulative generated rollouts at the first validation point at or above the target; × a "
+        "reference: rollouts to target over the reference's (below 1: fewer)."
     )
     markdown = to_markdown(table, caption)
     _write_table(args.out, "table", markdown, table, written)
@@ -605,16 +614,10 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> tupl
     groups = seed_groups(list(curves))
     means = {}
     for config, labels in list(groups.items()):
-        means[config] = mean_curve([curves[label] for label in labels], args.smooth)
+        means[config] = interpolated_mean_curve([curves[label] for label in labels], args.curve)
         if means[config].empty:
-            logger.error("configuration %s: its seeds %s share no validation step; skipped", config, labels)
+            logger.error("configuration %s: its seeds %s share no range of rollouts; skipped", config, labels)
             del groups[config], means[config]
-            continue
-        left_out = sorted({s for label in labels for s in curves[label].index} - set(means[config].index))
-        if left_out:
-            logger.warning(
-                "configuration %s: steps %s are not logged by every seed; left out of the mean", config, left_out
-            )
     if not groups:
         raise ReportError("no usable configuration")
     configs = list(groups)
@@ -624,12 +627,19 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> tupl
         _check_interpolate(args, groups, baseline)
     target = args.target if args.target is not None else float(means[baseline]["smoothed"].max())
     references = tuple(ref for ref in (baseline, compare) if ref is not None)
-    table = build_seed_table(curves, groups, means, target, references)
+    table = build_seed_table(curves, groups, target, references, args.curve)
     method, ylabel = _describe(args, benchmarks, columns[next(iter(curves))])
     source = "given" if args.target is not None else f"peak of {baseline}'s mean curve over its seeds"
     caption = (
-        f"Target accuracy {target:.4f} ({source}): {method}; rollouts-to-target per seed as in the per-run table, "
-        "then mean, min–max and sample std over the seeds that reached the target."
+        f"Target accuracy {target:.4f} ({source}): {method}. Per seed, rollouts to target as in the per-run table (at "
+        "its first validation point at or above the target: a run's own points are the data), then their mean, "
+        "min–max and sample std over the seeds that reached the target. A configuration's mean curve is the "
+        f"interpolated table's: each seed's accuracy {args.curve} between its validation points in cumulative "
+        "generated rollouts, averaged pointwise over the rollouts all of them reached; it reaches the target at the "
+        "first rollouts where it is at or above it, linear between points, read from the seeds that cover the range "
+        "up to it (a seed that stopped early and ended before is left out, named; not reached: the seeds read end "
+        "below it; not read: a crossing within a left-out seed's range). × a reference: rollouts to target over the "
+        "reference's (below 1: fewer); of the means only where every seed of both reached the target."
     )
     if table["seeds_stopped"].any():
         caption += (
@@ -639,7 +649,8 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> tupl
     markdown = seed_table_markdown(table, caption)
     _write_table(args.out, "seeds_table", markdown, table, written)
     if args.equal_accuracy:
-        equal = equal_accuracy_table(means, baseline)
+        step_means = _step_means(curves, groups, baseline, args.smooth)
+        equal = equal_accuracy_table(step_means, baseline)
         _write_table(args.out, "equal_accuracy", equal_accuracy_markdown(equal, baseline), equal, written)
     if _plot_possible(args):
         plot_seeds(curves, groups, means, target, args.out / "seeds_accuracy_vs_rollouts.png", ylabel)
@@ -647,6 +658,30 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> tupl
     if args.interpolate:
         markdown += _interpolated_report(args, curves, groups, baseline, method, written)
     return markdown, [label for labels in groups.values() for label in labels]
+
+
+def _step_means(curves, groups: dict[str, list[str]], baseline: str, k: int) -> dict[str, pd.DataFrame]:
+    """The seeds' curves averaged at equal steps (``mean_curve``), which the equal-accuracy table compares step by
+    step; a configuration whose seeds share no validation step is left out of it."""
+    means = {}
+    for config, labels in groups.items():
+        mean = mean_curve([curves[label] for label in labels], k)
+        if mean.empty:
+            if config == baseline:
+                raise ReportError(f"--equal-accuracy: the seeds of the baseline {config} share no validation step")
+            logger.error(
+                "configuration %s: its seeds %s share no validation step; no equal-accuracy row", config, labels
+            )
+            continue
+        left_out = sorted({s for label in labels for s in curves[label].index} - set(mean.index))
+        if left_out:
+            logger.warning(
+                "configuration %s: steps %s are not logged by every seed; left out of its equal-accuracy rows",
+                config,
+                left_out,
+            )
+        means[config] = mean
+    return means
 
 
 def _check_interpolate(args, groups: dict[str, list[str]], baseline: str | None) -> None:

@@ -13,10 +13,15 @@ from recipe.pc.metric_names import CUMULATIVE_SAMPLED as ROLLOUTS
 from recipe.pc.metric_names import ROUNDS as GEN_CALLS
 from recipe.pc.metric_names import STEP_TIME, VAL_BUDGET, VAL_BUDGET_INTERVAL, VAL_BUDGET_ROLLOUTS, VAL_BUDGETS_REACHED
 from recipe.pc_tools.curves import (
+    SEED_SUFFIX,
     Reach,
     accuracy_at_rollouts,
+    crossing_ratio,
     interpolate_reach,
+    interpolated_mean_curve,
+    read_crossing,
     rollouts_to_target,
+    run_ends,
     seed_groups,
     stopped_runs,
 )
@@ -37,9 +42,11 @@ def _sum_to(frame: pd.DataFrame, metric: str, step: int, label: str) -> float | 
 
 
 def _ratio(reference: Reach | None, run: Reach | None) -> float | None:
-    if reference is None or run is None or run.rollouts <= 0:
+    """The run's rollouts to target over the reference's; None where either never gets there or the reference got
+    there before any rollout."""
+    if reference is None or run is None or reference.rollouts <= 0:
         return None
-    return reference.rollouts / run.rollouts
+    return run.rollouts / reference.rollouts
 
 
 def build_table(
@@ -53,10 +60,13 @@ def build_table(
     reaches = {label: rollouts_to_target(curve, target) for label, curve in curves.items()}
     references = [ref for ref in (baseline, compare) if ref is not None]
     rows = []
+    for ref in references:
+        if reaches[ref] is not None and reaches[ref].rollouts <= 0:
+            logger.warning(
+                "run %s reaches the target before any rollout (step %d): no ratio to it", ref, reaches[ref].step
+            )
     for label, curve in curves.items():
         frame, reach = frames[label], reaches[label]
-        if reach is not None and reach.rollouts <= 0:
-            logger.warning("run %s reaches the target before any rollout (step %d): no speed-up", label, reach.step)
         if reach is None:
             logger.warning("run %s never reaches the target %.4f (peak %.4f)", label, target, curve["smoothed"].max())
         step_times = frame[STEP_TIME].dropna() if STEP_TIME in frame.columns else pd.Series(dtype=float)
@@ -66,7 +76,7 @@ def build_table(
             "step": reach.step if reach else None,
             "rollouts_to_target": reach.rollouts if reach else None,
         }
-        row.update({f"speedup_vs_{ref}": _ratio(reaches[ref], reach) for ref in references})
+        row.update({f"rollouts_ratio_vs_{ref}": _ratio(reaches[ref], reach) for ref in references})
         row.update(
             {
                 "wallclock_s_to_target": _sum_to(frame, STEP_TIME, reach.step, label) if reach else None,
@@ -91,9 +101,9 @@ def format_cell(value, fmt: str, empty: str = "—", suffix: str = "") -> str:
 
 def to_markdown(table: pd.DataFrame, caption: str) -> str:
     """The table as Markdown, numbers formatted for reading (the CSV keeps them raw)."""
-    ratio_columns = [c for c in table.columns if c.startswith("speedup_vs_")]
+    ratio_columns = [c for c in table.columns if c.startswith("rollouts_ratio_vs_")]
     header = ["run", "step", "rollouts to target"]
-    header += [f"speed-up vs {c.removeprefix('speedup_vs_')}" for c in ratio_columns]
+    header += [f"rollouts to target × {c.removeprefix('rollouts_ratio_vs_')}" for c in ratio_columns]
     header += ["wall-clock to target (s)", "gen calls to target", "mean s/step", "peak acc", "total rollouts"]
     lines = [caption, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in table.to_dict("records"):
@@ -119,20 +129,24 @@ def to_markdown(table: pd.DataFrame, caption: str) -> str:
 def build_seed_table(
     curves: dict[str, pd.DataFrame],
     groups: dict[str, list[str]],
-    means: dict[str, pd.DataFrame],
     target: float,
     references: tuple[str, ...] = (),
+    kind: str = "linear",
 ) -> pd.DataFrame:
-    """One row per configuration: rollouts-to-target over its seeds (those that reached it) and the count; where its
-    mean curve first reaches the target; the speed-ups against ``references``, of the seeds' means (only when every
-    seed of both got there) and of the mean curves' crossings."""
+    """One row per configuration: rollouts-to-target over its seeds (each at its first validation point at or above
+    the target; those that reached it) and the count; its mean curve's peak and crossing, read as the interpolated
+    table reads them (``interpolated_mean_curve``, ``read_crossing``: inf never reached, NaN not read, the seeds left
+    out named); then against each of ``references`` its rollouts over the reference's, of the seeds' means (only
+    when every seed of both got there) and of the mean curves' crossings (``crossing_ratio``)."""
     rows = []
     for config, labels in groups.items():
-        reaches = [rollouts_to_target(curves[label], target) for label in labels]
+        runs = [curves[label] for label in labels]
+        reaches = [rollouts_to_target(curve, target) for curve in runs]
         reached = [r.rollouts for r in reaches if r]
         values = pd.Series(reached, dtype=float)
         # A run that ended before its configuration's last point without reaching the target is not read there.
-        stopped = stopped_runs([curves[label] for label in labels]) & np.array([r is None for r in reaches])
+        stopped = stopped_runs(runs) & np.array([r is None for r in reaches])
+        crossing = read_crossing(runs, target, kind)
         rows.append(
             {
                 "configuration": config,
@@ -144,48 +158,46 @@ def build_seed_table(
                 "rollouts_to_target_min": values.min() if reached else None,
                 "rollouts_to_target_max": values.max() if reached else None,
                 "rollouts_to_target_std": values.std(ddof=1) if len(reached) > 1 else None,
-                "mean_curve_rollouts_to_target": getattr(rollouts_to_target(means[config], target), "rollouts", None),
-                "peak_mean_accuracy": float(means[config]["smoothed"].max()),
+                "mean_curve_rollouts_to_target": crossing.rollouts,
+                "mean_curve_left_out": left_out_runs(labels, crossing.used, runs, short=True),
+                "peak_mean_accuracy": float(interpolated_mean_curve(runs, kind)["smoothed"].max()),
                 "target": target,
             }
         )
     table = pd.DataFrame(rows)
     by_config = table.set_index("configuration")
-    # A speed-up of means is only fair when every seed of both configurations got there.
+    # A ratio of means is only fair when every seed of both configurations got there.
     complete = by_config.eval("seeds == seeds_reached")
-    # A mean curve's crossing exists even where one of its seeds never gets there (with the default target the
-    # baseline's mean curve reaches its own peak), so its ratio exists where the fair speed-up of means does not.
-    # It averages rollouts at equal steps, so it can lie below every seed's own crossing.
-    curve = by_config["mean_curve_rollouts_to_target"]
+    # A mean curve's crossing exists even where one of its seeds never gets there, so its ratio exists where the fair
+    # ratio of means does not.
+    crossings = by_config["mean_curve_rollouts_to_target"].to_numpy(float)
     for ref in references:
-        table[f"speedup_vs_{ref}"] = _speed_ups(by_config["rollouts_to_target_mean"], ref, complete)
+        table[f"rollouts_ratio_vs_{ref}"] = _ratios(by_config["rollouts_to_target_mean"], ref, complete)
     for ref in references:
-        table[f"mean_curve_speedup_vs_{ref}"] = _speed_ups(curve, ref, curve.notna())
-    for column in (
-        "rollouts_to_target_mean",
-        "rollouts_to_target_min",
-        "rollouts_to_target_max",
-        "mean_curve_rollouts_to_target",
-    ):
+        reference = np.full_like(crossings, by_config.loc[ref, "mean_curve_rollouts_to_target"])
+        table[f"mean_curve_rollouts_ratio_vs_{ref}"] = crossing_ratio(crossings, reference)
+    for column in ("rollouts_to_target_mean", "rollouts_to_target_min", "rollouts_to_target_max"):
         table[column] = pd.to_numeric(table[column])
     return table
 
 
-def _speed_ups(rollouts: pd.Series, ref: str, usable: pd.Series) -> list[float | None]:
-    """Per configuration: ``ref``'s rollouts over its own, where both are usable and its own is above 0."""
+def _ratios(rollouts: pd.Series, ref: str, usable: pd.Series) -> list[float | None]:
+    """Per configuration: its rollouts over ``ref``'s, where both are usable and ``ref``'s is above 0."""
     return [
-        rollouts[ref] / rollouts[config] if usable[ref] and usable[config] and rollouts[config] > 0 else None
+        rollouts[config] / rollouts[ref] if usable[ref] and usable[config] and rollouts[ref] > 0 else None
         for config in rollouts.index
     ]
 
 
 def seed_table_markdown(table: pd.DataFrame, caption: str) -> str:
-    ratio_columns = [c for c in table.columns if c.startswith("speedup_vs_")]
-    curve_columns = [c for c in table.columns if c.startswith("mean_curve_speedup_vs_")]
+    ratio_columns = [c for c in table.columns if c.startswith("rollouts_ratio_vs_")]
+    curve_columns = [c for c in table.columns if c.startswith("mean_curve_rollouts_ratio_vs_")]
     header = ["configuration", "seeds reaching target", "rollouts to target: mean", "min–max", "std"]
-    header += [f"speed-up vs {c.removeprefix('speedup_vs_')}" for c in ratio_columns]
+    header += [f"mean rollouts to target × {c.removeprefix('rollouts_ratio_vs_')}" for c in ratio_columns]
     header += ["mean curve reaches target at"]
-    header += [f"mean-curve speed-up vs {c.removeprefix('mean_curve_speedup_vs_')}" for c in curve_columns]
+    header += [
+        f"mean curve: rollouts to target × {c.removeprefix('mean_curve_rollouts_ratio_vs_')}" for c in curve_columns
+    ]
     header += ["peak of mean acc"]
     lines = [caption, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in table.to_dict("records"):
@@ -194,20 +206,45 @@ def seed_table_markdown(table: pd.DataFrame, caption: str) -> str:
             spread = f"{row['rollouts_to_target_min']:,.0f}–{row['rollouts_to_target_max']:,.0f}"
         cells = [
             row["configuration"],
-            _reached_cell(row),
+            _seeds_reached_cell(row),
             format_cell(row["rollouts_to_target_mean"], ",.0f"),
             spread,
             format_cell(row["rollouts_to_target_std"], ",.0f"),
         ]
         cells += [format_cell(row[c], ".2f", suffix="×") for c in ratio_columns]
-        cells += [format_cell(row["mean_curve_rollouts_to_target"], ",.0f")]
-        cells += [format_cell(row[c], ".2f", suffix="×") for c in curve_columns]
+        cells += [crossing_cell(row["mean_curve_rollouts_to_target"], row["mean_curve_left_out"])]
+        cells += [reached_cell(row[c], ".2f", "×") for c in curve_columns]
         cells += [format_cell(row["peak_mean_accuracy"], ".4f")]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def _reached_cell(row: dict) -> str:
+def left_out_runs(labels: list[str], used, curves: list[pd.DataFrame], short: bool = False) -> str:
+    """The runs not in ``used``, each with where it ended ('s8 (ended at 17,424)' with ``short``, for a row of one
+    configuration): '' when none."""
+    ends = run_ends(curves)
+    named = [(SEED_SUFFIX.match(label) if short else None, label) for label in labels]
+    return ", ".join(
+        f"{'s' + match['seed'] if match else label} (ended at {ends[i]:,.0f})"
+        for i, (match, label) in enumerate(named)
+        if i not in used
+    )
+
+
+def reached_cell(value: float, fmt: str, suffix: str = "") -> str:
+    """A crossing or a ratio of crossings: NaN is not read, inf not reached."""
+    if pd.isna(value):
+        return "not read"
+    return "not reached" if value == np.inf else format_cell(value, fmt, suffix=suffix)
+
+
+def crossing_cell(rollouts: float, left_out: str) -> str:
+    """A mean curve's crossing, with the runs it was not read from (``left_out_runs``) where there are any."""
+    cell = reached_cell(rollouts, ",.0f")
+    return f"{cell} (left out: {left_out})" if left_out else cell
+
+
+def _seeds_reached_cell(row: dict) -> str:
     """'k of n', or 'k of m finished, s stopped" where s runs ended early below the target (not read, not failed)."""
     stopped = row["seeds_stopped"]
     if not stopped:
@@ -272,8 +309,9 @@ def equal_accuracy_markdown(table: pd.DataFrame, baseline: str) -> str:
         f"since the previous step: rollouts × {baseline}",
     ]
     lines = [
-        f"Each configuration's mean curve against {baseline}'s at equal accuracy: where {baseline}'s mean curve first "
-        "reached the same accuracy (linear between its validation points; — where it never did). The last two "
+        f"Each configuration's mean curve at equal steps (its seeds averaged at the validation steps all of them "
+        f"logged, unlike the seeds table's) against {baseline}'s at equal accuracy: where {baseline}'s first reached "
+        "the same accuracy (linear between its validation points; — where it never did). The last two "
         "columns are the same over the steps since the configuration's previous validation step alone.",
         "",
         "| " + " | ".join(header) + " |",

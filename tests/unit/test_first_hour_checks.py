@@ -351,7 +351,7 @@ def test_plan_does_not_recommend_what_lost_when_measured(tmp_path, capsys):
     picked = [line for line in out if line.startswith("recommended: ")]
     passed_over = [line for line in out if line.startswith("not recommended: ")]
     assert passed_over and passed_over[0].startswith("not recommended: PC 4+12 G=8, the model's fewest"), out
-    assert "1.39x (default mix)" in passed_over[0]
+    assert "1.12x (default mix)" in passed_over[0]
     assert len(picked) == 1 and not picked[0].startswith("recommended: PC 4+12 ")
     assert out[-1] == CRITERION_CAVEAT and len(CRITERION_CAVEAT) < 300
     label = picked[0].removeprefix("recommended: ").split(" (")[0]

@@ -313,14 +313,15 @@ def test_default_target_is_the_baseline_peak(logs, tmp_path, capsys):
     assert rows["target"].tolist() == pytest.approx([0.4] * 3)
     assert rows["step"].to_dict() == {"grpo": 4, "dapo": 4, "pc": 2}
     assert rows["rollouts_to_target"].to_dict() == {"grpo": 400, "dapo": 600, "pc": 100}
-    assert rows["speedup_vs_grpo"].tolist() == pytest.approx([1.0, 400 / 600, 4.0])
-    assert rows["speedup_vs_dapo"].tolist() == pytest.approx([1.5, 1.0, 6.0])  # dapo picked by label
+    assert rows["rollouts_ratio_vs_grpo"].tolist() == pytest.approx([1.0, 600 / 400, 0.25])
+    assert rows["rollouts_ratio_vs_dapo"].tolist() == pytest.approx([400 / 600, 1.0, 100 / 600])  # dapo by label
     assert rows["wallclock_s_to_target"].tolist() == pytest.approx([40.0, 48.0, 16.0])
     assert rows["gen_calls_to_target"].tolist() == [4, 8, 6]
     assert rows["mean_s_per_step"].tolist() == pytest.approx([10.0, 12.0, 8.0])
     assert rows["peak_accuracy"].tolist() == pytest.approx([0.4, 0.45, 0.5])
     assert rows["total_rollouts"].tolist() == [600, 900, 300]
-    assert "| pc | 2 | 100 | 4.00× | 6.00× | 16.0 | 6 | 8.0 | 0.5000 | 300 |" in stdout
+    assert "| pc | 2 | 100 | 0.25× | 0.17× | 16.0 | 6 | 8.0 | 0.5000 | 300 |" in stdout
+    assert "| run | step | rollouts to target | rollouts to target × grpo | rollouts to target × dapo |" in stdout
     assert "Target accuracy 0.4000 (peak of grpo): mean of aime (mean@32), math (mean@1), unsmoothed" in stdout
     assert (tmp_path / "out" / "table.md").read_text() == stdout
 
@@ -330,8 +331,8 @@ def test_smoothed_target_and_reach(logs, tmp_path, capsys):
     rows = table.set_index("run")
     assert code == 0 and rows["target"].iloc[0] == pytest.approx(0.35)  # grpo smoothed peak
     assert rows["rollouts_to_target"].to_dict() == {"grpo": 400, "dapo": 900, "pc": 200}
-    assert rows["speedup_vs_grpo"].tolist() == pytest.approx([1.0, 400 / 900, 2.0])
-    assert rows["speedup_vs_dapo"].tolist() == pytest.approx([900 / 400, 1.0, 4.5])
+    assert rows["rollouts_ratio_vs_grpo"].tolist() == pytest.approx([1.0, 900 / 400, 0.5])
+    assert rows["rollouts_ratio_vs_dapo"].tolist() == pytest.approx([400 / 900, 1.0, 200 / 900])
     assert rows["peak_accuracy"].tolist() == pytest.approx([0.35, 0.425, 0.475])
 
 
@@ -341,8 +342,9 @@ def test_explicit_target_and_not_reached(logs, tmp_path, capsys, caplog):
     assert code == 0
     assert not rows.loc["grpo", "reached"] and pd.isna(rows.loc["grpo", "rollouts_to_target"])
     assert rows["rollouts_to_target"][["dapo", "pc"]].tolist() == [900, 200]
-    assert rows["speedup_vs_grpo"].isna().all()  # the baseline never gets there
-    assert rows.loc["pc", "speedup_vs_dapo"] == pytest.approx(4.5)
+    assert rows["rollouts_ratio_vs_grpo"].isna().all()  # the baseline never gets there
+    assert rows.loc["pc", "rollouts_ratio_vs_dapo"] == pytest.approx(200 / 900)
+    assert pd.isna(rows.loc["grpo", "rollouts_ratio_vs_dapo"])  # nor does grpo itself
     assert rows.loc["pc", "wallclock_s_to_target"] == pytest.approx(32.0)
     assert "| grpo | — | not reached (peak 0.4000) | — | — | — | — | 10.0 | 0.4000 | 600 |" in stdout
     assert "run grpo never reaches the target 0.4500 (peak 0.4000)" in caplog.text
@@ -361,7 +363,7 @@ def test_missing_timing_is_reported_not_fatal(logs, tmp_path, capsys, caplog):
     untimed = write_wandb_json(tmp_path / "pc.json", step_rows(RUNS["pc"], drop={names.STEP_TIME}))
     code, stdout, table = run_main([f"grpo={logs['grpo']}", f"pc={untimed}"], tmp_path, capsys)
     assert code == 0 and pd.isna(table.set_index("run").loc["pc", "wallclock_s_to_target"])
-    assert "| pc | 2 | 100 | 4.00× | missing | 6 | missing |" in stdout
+    assert "| pc | 2 | 100 | 0.25× | missing | 6 | missing |" in stdout
     assert f"run pc: no {names.STEP_TIME} logged" in caplog.text
 
 
@@ -397,10 +399,10 @@ def test_baseline_must_be_unambiguous_without_a_target(logs, tmp_path, capsys, c
     code, _, _ = run_main(two, tmp_path, capsys)
     assert code == 2 and "2 runs have 'grpo' in their label (grpo_a, grpo_b)" in caplog.text
     code, _, table = run_main([*two, "--baseline", "grpo_a"], tmp_path, capsys)
-    assert code == 0 and table["speedup_vs_grpo_a"].tolist() == pytest.approx([1.0, 400 / 600])
+    assert code == 0 and table["rollouts_ratio_vs_grpo_a"].tolist() == pytest.approx([1.0, 600 / 400])
     code, _, table = run_main([*two, "--target", "0.4"], tmp_path, capsys)
     assert code == 0 and table["rollouts_to_target"].tolist() == [400, 600]
-    assert not any(c.startswith("speedup") for c in table.columns)
+    assert not any(c.startswith("rollouts_ratio") for c in table.columns)
 
 
 # ------------------------------------------------------------------ seeds
@@ -460,22 +462,24 @@ def test_seeds_table_has_mean_spread_and_reach_counts(seed_logs, tmp_path, capsy
     assert table["rollouts_to_target_min"].tolist()[:2] == [200, 100]
     assert table["rollouts_to_target_max"].tolist()[:2] == [400, 360]
     assert table["rollouts_to_target_std"].tolist()[:2] == pytest.approx([100 * 2**0.5, 130 * 2**0.5])
-    assert table["speedup_vs_grpo"].tolist()[:2] == pytest.approx([1.0, 300 / 230])
-    assert pd.isna(table.loc["dapo", "speedup_vs_grpo"]) and pd.isna(table.loc["dapo", "rollouts_to_target_mean"])
-    assert table["speedup_vs_dapo"].isna().all()  # dapo never gets there
-    assert table["peak_mean_accuracy"].tolist() == pytest.approx([0.4, 0.45, 0.35])
-    # Mean curves: grpo 0.2 0.35 0.35 0.4 reaches 0.4 at step 6 (600 rollouts); pc 0.2 0.35 0.425 0.45 at step 4,
-    # (200 + 240) / 2 = 220 rollouts.
-    assert table["mean_curve_rollouts_to_target"].tolist()[:2] == pytest.approx([600, 220])
-    assert table["mean_curve_speedup_vs_grpo"].tolist()[:2] == pytest.approx([1.0, 600 / 220])
-    assert pd.isna(table.loc["dapo", "mean_curve_rollouts_to_target"])
-    assert "| pc | 2 of 2 | 230 | 100–360 | 184 | 1.30× | — | 220 | 2.73× | — | 0.4500 |" in stdout
-    assert "| dapo | 0 of 1 | — | — | — | — | — | — | — | — | 0.3500 |" in stdout
+    assert table["rollouts_ratio_vs_grpo"].tolist()[:2] == pytest.approx([1.0, 230 / 300])
+    assert table.loc["dapo", ["rollouts_ratio_vs_grpo", "rollouts_to_target_mean"]].isna().all()
+    assert table["rollouts_ratio_vs_dapo"].isna().all()  # dapo never gets there
+    # Mean curves at equal rollouts: grpo's seeds share their points, 0.2 0.35 0.35 0.4 at 0, 200, 400, 600, so it
+    # reaches 0.4 at 600. pc's seeds (a point every 100 and 120 rollouts) are 0.36 together at 120 and 0.41667 at 200,
+    # peak 0.425 at 300 where pc_s1 ends; dapo's one run peaks at 0.35.
+    crossing = 120 + 80 * 0.04 / (0.5 / 1.2 - 0.36)
+    assert table["peak_mean_accuracy"].tolist() == pytest.approx([0.4, 0.425, 0.35])
+    assert table["mean_curve_rollouts_to_target"].tolist() == pytest.approx([600, crossing, np.inf])
+    assert table["mean_curve_rollouts_ratio_vs_grpo"].tolist() == pytest.approx([1.0, crossing / 600, np.inf])
+    assert table["mean_curve_rollouts_ratio_vs_dapo"].isna().all()  # not read: dapo's mean curve never gets there
+    assert "| pc | 2 of 2 | 230 | 100–360 | 184 | 0.77× | — | 176 | 0.29× | not read | 0.4250 |" in stdout
+    assert "| dapo | 0 of 1 | — | — | — | — | — | not reached | not reached | not read | 0.3500 |" in stdout
     assert "Target accuracy 0.4000 (peak of grpo's mean curve over its seeds)" in stdout
     assert stdout == (out / "seeds_table.md").read_text()
 
 
-def test_the_mean_curve_speed_up_exists_where_a_baseline_seed_never_reaches_the_target():
+def test_the_mean_curve_ratio_exists_where_a_baseline_seed_never_reaches_the_target():
     def curve(rollouts_per_point, accuracies):
         steps = range(0, 2 * len(accuracies), 2)
         frame = pd.DataFrame({"rollouts": [rollouts_per_point * i for i in range(len(accuracies))]}, index=steps)
@@ -485,18 +489,18 @@ def test_the_mean_curve_speed_up_exists_where_a_baseline_seed_never_reaches_the_
     curves = {
         "base_s1": curve(100, [0.1, 0.3, 0.5]),  # reaches 0.4 at its last point
         "base_s2": curve(100, [0.1, 0.3, 0.35]),  # never does
-        "new_s1": curve(150, [0.1, 0.45, 0.5]),  # reaches it at 150 rollouts
-        "new_s2": curve(250, [0.1, 0.3, 0.45]),  # at 500
+        "new_s1": curve(100, [0.1, 0.45, 0.5]),  # reaches it at 100 rollouts
+        "new_s2": curve(100, [0.1, 0.3, 0.45]),  # at 200
     }
     groups = {"base": ["base_s1", "base_s2"], "new": ["new_s1", "new_s2"]}
-    means = {c: curve_fns.mean_curve([curves[label] for label in labels]) for c, labels in groups.items()}
-    target = float(means["base"]["smoothed"].max())  # 0.425 at base's last point: the default target
-    table = tables.build_seed_table(curves, groups, means, target, ("base",)).set_index("configuration")
+    target = float(curve_fns.interpolated_mean_curve([curves["base_s1"], curves["base_s2"]])["smoothed"].max())
+    assert target == pytest.approx(0.425)  # at base's last point: the default target
+    table = tables.build_seed_table(curves, groups, target, ("base",)).set_index("configuration")
     assert table["seeds_reached"].tolist() == [1, 2]
-    assert pd.isna(table.loc["new", "speedup_vs_base"])  # not every base seed got there
-    # new's mean curve (0.1, 0.375, 0.475 at 0, 200, 400 rollouts) first reaches 0.425 at 400; base's at 200.
-    assert table["mean_curve_rollouts_to_target"].tolist() == pytest.approx([200, 400])
-    assert table["mean_curve_speedup_vs_base"].tolist() == pytest.approx([1.0, 0.5])
+    assert pd.isna(table.loc["new", "rollouts_ratio_vs_base"])  # not every base seed got there
+    # new's mean curve (0.1, 0.375, 0.475 at 0, 100, 200 rollouts) reaches 0.425 halfway from 100 to 200; base's at 200.
+    assert table["mean_curve_rollouts_to_target"].tolist() == pytest.approx([200, 150])
+    assert table["mean_curve_rollouts_ratio_vs_base"].tolist() == pytest.approx([1.0, 0.75])
 
 
 def test_equal_accuracy_finds_the_baseline_step_with_the_same_mean_accuracy(seed_logs, tmp_path):
@@ -545,7 +549,7 @@ def test_equal_accuracy_finds_the_baseline_step_with_the_same_mean_accuracy(seed
         report.main([*seed_logs, "--equal-accuracy", "--out", str(out), "--no-plot"])
 
 
-def test_a_target_met_before_any_rollout_gives_no_speed_up():
+def test_a_reference_at_the_target_before_any_rollout_gives_no_ratio():
     def curve(accuracies):
         frame = pd.DataFrame({"rollouts": [0.0, 100.0, 200.0], "accuracy": accuracies}, index=[0, 2, 4])
         frame["smoothed"] = frame["accuracy"]
@@ -554,11 +558,11 @@ def test_a_target_met_before_any_rollout_gives_no_speed_up():
     # "new" starts at the target, at 0 rollouts; "base" gets there at 200.
     curves = {"base_s1": curve([0.1, 0.2, 0.5]), "new_s1": curve([0.5, 0.5, 0.5])}
     groups = {"base": ["base_s1"], "new": ["new_s1"]}
-    means = {c: curve_fns.mean_curve([curves[label] for label in labels]) for c, labels in groups.items()}
-    table = tables.build_seed_table(curves, groups, means, 0.5, ("base",)).set_index("configuration")
+    table = tables.build_seed_table(curves, groups, 0.5, ("base", "new")).set_index("configuration")
     assert table.loc["new", "rollouts_to_target_mean"] == 0 and table.loc["new", "mean_curve_rollouts_to_target"] == 0
-    assert pd.isna(table.loc["new", "speedup_vs_base"]) and pd.isna(table.loc["new", "mean_curve_speedup_vs_base"])
-    assert table.loc["base", "speedup_vs_base"] == 1.0
+    assert table.loc["new", ["rollouts_ratio_vs_base", "mean_curve_rollouts_ratio_vs_base"]].tolist() == [0, 0]
+    assert table["rollouts_ratio_vs_new"].isna().all() and table["mean_curve_rollouts_ratio_vs_new"].isna().all()
+    assert table.loc["base", "rollouts_ratio_vs_base"] == 1.0
 
 
 def test_seeds_with_a_given_target_and_a_named_baseline(seed_logs, tmp_path, capsys):
@@ -568,20 +572,21 @@ def test_seeds_with_a_given_target_and_a_named_baseline(seed_logs, tmp_path, cap
     assert code == 0 and table["seeds_reached"].tolist() == [1, 2, 0]
     assert table.loc["pc", "rollouts_to_target_mean"] == pytest.approx((200 + 360) / 2)  # pc_s1 at step 4 (0.5)
     assert pd.isna(table.loc["grpo", "rollouts_to_target_std"])  # one seed reached: no spread
-    assert pd.isna(table.loc["grpo", "speedup_vs_pc"])  # grpo_s1 never reached 0.45
+    assert pd.isna(table.loc["grpo", "rollouts_ratio_vs_pc"])  # grpo_s1 never reached 0.45
 
 
 def test_seed_plot_draws_thin_seeds_and_a_thick_mean(seed_logs, tmp_path):
     frames = report._load_runs(report._parse_runs(seed_logs))
     curves = {label: curve_fns.validation_curve(f, curve_fns.benchmark_columns(f)) for label, f in frames.items()}
     groups = curve_fns.seed_groups(list(curves))
-    means = {config: curve_fns.mean_curve([curves[label] for label in labels]) for config, labels in groups.items()}
+    means = {c: curve_fns.interpolated_mean_curve([curves[label] for label in labels]) for c, labels in groups.items()}
     fig = figures.plot_seeds(curves, groups, means, 0.4, tmp_path / "seeds.png", "acc")
     lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
     thick = [lines[f"{c} (mean of {len(groups[c])})"] for c in groups]
     thin = [line for line in fig.axes[0].get_lines() if line.get_linewidth() < 1]
     assert len(thin) == len(SEED_RUNS) and min(line.get_linewidth() for line in thick) > 1
-    assert thick[1].get_xdata().tolist() == pytest.approx([0, 110, 220, 330])  # pc: mean of 50/step and 60/step
+    # pc: its seeds' points (50 and 60 rollouts a step) up to 300, where pc_s1 ends.
+    assert thick[1].get_xdata().tolist() == pytest.approx([0, 100, 120, 200, 240, 300])
 
 
 def test_lines_of_different_runs_stay_distinguishable(logs, tmp_path):
@@ -638,7 +643,7 @@ def test_cli_writes_table_and_plot(logs, tmp_path, monkeypatch, capsys):
     result = capsys.readouterr()
     assert result.out == (out / "table.md").read_text()
     assert f"wrote {out / 'accuracy_vs_rollouts.png'}" in result.err
-    assert "| grpo | 4 | 400 | 1.00× | 2.25× | 40.0 | 4 | 10.0 | 0.3500 | 600 |" in result.out
+    assert "| grpo | 4 | 400 | 1.00× | 0.44× | 40.0 | 4 | 10.0 | 0.3500 | 600 |" in result.out
     assert pd.read_csv(out / "table.csv")["run"].tolist() == ["grpo", "dapo", "pc"]
     png = (out / "accuracy_vs_rollouts.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
@@ -832,7 +837,7 @@ def test_extra_tables_cover_only_the_runs_the_main_table_used(logs, tmp_path, ca
     assert "| grpo | 1 |" in values and "| pc | 3 |" in values and "pc2" not in values
     assert "Training metrics at given steps" in stdout
     assert "pc2" not in (tmp_path / "out" / "at_steps.md").read_text()
-    # With --seeds: a configuration whose seeds share no validation step is dropped from every table.
+    # With --seeds: a configuration whose seeds share no range of rollouts (one point each) is dropped from every table.
     only = {2: RUNS["pc"]["val"][2]}, {4: RUNS["pc"]["val"][4]}
     seeds = [
         write_wandb_json(tmp_path / f"x{i}.json", step_rows({**RUNS["pc"], "val": val})) for i, val in enumerate(only)
@@ -1064,6 +1069,48 @@ def test_cli_interpolate_and_ci_on_seed_logs(seed_logs, tmp_path, capsys):
     assert table.loc[2, "estimate"] == pytest.approx(crossing / 600)
 
 
+def test_the_seeds_table_and_the_interpolated_table_read_the_same_mean_curve(tmp_path, monkeypatch):
+    """PC's seeds make 50 and 200 rollouts a step, with the same accuracy at every step: averaged at equal steps they
+    reach 0.45 at step 6 (750 rollouts, peak 0.5), but at equal rollouts the slow seed is far behind while the fast
+    one runs (0.3875 at 300, where the fast one ends), so the mean curve never gets there. Every table says the latter,
+    and every ratio is rollouts over grpo's."""
+    accuracies = {
+        "grpo_s1": (100, [0.2, 0.35, 0.45, 0.5]),  # both reach 0.45 at 400
+        "grpo_s2": (100, [0.2, 0.35, 0.45, 0.5]),
+        "pc_s1": (50, [0.2, 0.3, 0.4, 0.5]),  # at 300
+        "pc_s2": (200, [0.2, 0.3, 0.4, 0.5]),  # at 1,200
+        "fast_s1": (50, [0.2, 0.4, 0.5, 0.5]),  # mean curve 0.2 0.35 0.5 0.5 at 0-300: 0.45 at 100 + 200 / 3
+        "fast_s2": (50, [0.2, 0.3, 0.5, 0.5]),
+    }
+    runs = []
+    for label, (rollouts, accs) in accuracies.items():
+        val = {step: (acc - 0.1, acc + 0.1) for step, acc in zip((0, 2, 4, 6), accs, strict=True)}
+        rows = step_rows(dict(rollouts=rollouts, secs=10.0, gens=1, val=val))
+        runs.append(f"{label}={write_file_logger(tmp_path / f'{label}.jsonl', rows)}")
+    drawn = {}
+    monkeypatch.setattr(report, "plot_seeds", lambda curves, groups, means, *_: drawn.update(means))
+    out = tmp_path / "out"
+    assert report.main([*runs, "--seeds", "--interpolate", "--target", "0.45", "--out", str(out)]) == 0
+    seeds = pd.read_csv(out / "seeds_table.csv").set_index("configuration")
+    interpolated = pd.read_csv(out / "interpolated.csv").set_index("configuration")
+    crossings, peaks = [400, np.inf, 500 / 3], [0.5, 0.3875, 0.5]
+    assert seeds["mean_curve_rollouts_to_target"].tolist() == pytest.approx(crossings)
+    assert interpolated["rollouts_to_target"].tolist() == pytest.approx(crossings)
+    assert seeds["peak_mean_accuracy"].tolist() == pytest.approx(peaks)
+    assert interpolated["peak_mean_accuracy"].tolist() == pytest.approx(peaks)
+    assert [drawn[c]["smoothed"].max() for c in seeds.index] == pytest.approx(peaks)  # the plot's thick lines
+    ratios = [1.0, np.inf, 500 / 3 / 400]
+    assert seeds["mean_curve_rollouts_ratio_vs_grpo"].tolist() == pytest.approx(ratios)
+    assert interpolated["rollouts_ratio_vs_grpo"].tolist() == pytest.approx(ratios)
+    # The seeds' own crossings (first validation point at or above 0.45) in the same direction: pc's mean 750.
+    assert seeds["rollouts_ratio_vs_grpo"].tolist() == pytest.approx([1.0, 750 / 400, 200 / 400])
+    seeds_md, interpolated_md = (out / "seeds_table.md").read_text(), (out / "interpolated.md").read_text()
+    assert "| pc | 2 of 2 | 750 | 300–1,200 | 636 | 1.88× | not reached | not reached | 0.3875 |" in seeds_md
+    assert "| pc | 2 | 0.3875 | not reached | not reached |" in interpolated_md
+    assert "| fast | 2 of 2 | 200 | 200–200 | 0 | 0.50× | 167 | 0.42× | 0.5000 |" in seeds_md
+    assert "| fast | 2 | 0.5000 | 167 | 0.42× |" in interpolated_md
+
+
 def test_interpolate_and_ci_refuse_what_they_cannot_read(seed_logs, tmp_path, capsys, caplog):
     out = ["--out", str(tmp_path / "out"), "--no-plot"]
     for argv, message in [
@@ -1129,11 +1176,13 @@ def test_a_seed_that_stopped_below_the_target_is_counted_apart_from_the_finished
         "new_s4": curve([0.1, 0.42]),  # stopped, but reached it first
     }
     groups = {"base": ["base_s1"], "new": ["new_s1", "new_s2", "new_s3", "new_s4"]}
-    means = {c: curve_fns.mean_curve([curves[label] for label in labels]) for c, labels in groups.items()}
-    table = tables.build_seed_table(curves, groups, means, 0.4, ("base",)).set_index("configuration")
+    table = tables.build_seed_table(curves, groups, 0.4, ("base",)).set_index("configuration")
     assert table["seeds_reached"].tolist() == [1, 2] and table["seeds_stopped"].tolist() == [0, 1]
     markdown = tables.seed_table_markdown(table.reset_index(), "caption")
     assert "| new | 2 of 3 finished, 1 stopped |" in markdown and "| base | 1 of 1 |" in markdown
+    # The mean curve leaves out the stopped seeds, which end before it gets there (0.4 at 200, with s1 and s2 alone).
+    assert table.loc["new", "mean_curve_rollouts_to_target"] == pytest.approx(200)
+    assert "| 200 (left out: s3 (ended at 100), s4 (ended at 100)) |" in markdown
 
 
 def test_runs_validated_by_rollout_budget_get_a_table_of_where_each_budget_s_point_lay(tmp_path):
