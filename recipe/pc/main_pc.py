@@ -206,11 +206,35 @@ def _config_keys(node, prefix: str = "") -> list[str]:
     return keys
 
 
+# Nodes whose keys are free: what they hold is passed on as keyword arguments or variables, so +key=value adds one.
+OPEN_NODES = ("override_config", "ray_init", "runtime_env", "env_vars")
+
+
+def _override_key(override: str) -> str:
+    return override.lstrip("+~").split("=", 1)[0]
+
+
+def _may_add(config, key: str) -> bool:
+    """Whether ``+key=value`` adds to a node that takes any key: one named ``*kwargs`` or in ``OPEN_NODES``, or one
+    empty by default; not to a group with a fixed set of keys (the top level included), where it is a typo that
+    nothing would read."""
+    parts = key.split(".")
+    if any(p.endswith("kwargs") or p in OPEN_NODES for p in parts[:-1]):
+        return True
+    for depth in range(len(parts) - 1, 0, -1):  # the nearest node the config has
+        node = OmegaConf.select(config, ".".join(parts[:depth]), default=None)
+        if node is not None:
+            return OmegaConf.is_dict(node) and len(node) == 0  # an empty node is open; a group with keys is not
+    return False
+
+
 def unknown_key_problems(overrides: list[str]) -> list[str]:
     """For each override of a key that the composed config lacks, a line naming the closest real key.
 
     Hydra's own message advises ``+key=value``, which would add the misspelt key and train without the intended
-    setting. Composes the config once more (a fraction of a second); other composition errors are left to Hydra.
+    setting; so ``+key=value`` itself is refused the same way where it adds to a group whose keys are fixed
+    (``_may_add``). Composes the config once more, twice with ``+`` overrides (a fraction of a second each); other
+    composition errors are left to Hydra.
     """
     from hydra import compose, initialize_config_dir
     from hydra.errors import ConfigCompositionException
@@ -227,9 +251,15 @@ def unknown_key_problems(overrides: list[str]) -> list[str]:
                 return problems  # not an unknown key: Hydra's own composition reports it next
             key = failed.group(1)
             problems.append(key)
-            left = [o for o in left if o.lstrip("+~").split("=", 1)[0] != key]
+            left = [o for o in left if _override_key(o) != key]
         except Exception:  # a malformed override, a missing config file: Hydra's own composition reports it next
             return problems
+    plus = [o for o in left if o.startswith("+") and not o.startswith("++")]
+    added = [_override_key(o) for o in plus]
+    if added:  # judged against the config without them: what each would add to
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+            config = compose(config_name=CONFIG_NAME, overrides=[o for o in left if o not in plus])
+        problems += [key for key in added if not _may_add(config, key)]
     if not problems:
         return []
     # Config groups (preset=...) are overridden like keys, so they are candidates too.
@@ -238,7 +268,9 @@ def unknown_key_problems(overrides: list[str]) -> list[str]:
     for key in problems:
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
         if close:
-            lines.append(f"{key} is not a config key: did you mean {close[0]}?")
+            lines.append(f"{'+' if key in added else ''}{key} is not a config key: did you mean {close[0]}?")
+        elif key in added:
+            lines.append(f"+{key} adds a key to a group whose keys are fixed, so nothing would read it (nothing close)")
         else:
             lines.append(
                 f"{key} is not a config key (nothing close); a key the config does not have is added with +{key}=VALUE"

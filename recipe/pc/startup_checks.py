@@ -90,6 +90,33 @@ def _check_pc(config) -> None:
     check_parallel_sizes(settings, dp_size, int(config.actor_rollout_ref.actor.ppo_mini_batch_size), micro)
 
 
+def _check_trainer(config) -> str | None:
+    """The trainer path and the loggers: refused here, before Ray, what verl would refuse or ignore only after the
+    model and the rollout engine have loaded. A note when W&B is asked for but switched off."""
+    from verl.utils.tracking import Tracking
+
+    problems = []
+    if OmegaConf.select(config, "trainer.use_v1", default=False):
+        problems.append(
+            "trainer.use_v1=true asks for verl's V1 trainer, but RayPCTrainer replaces the fit() of verl's legacy "
+            "trainer (RayPPOTrainer) and runs on that path only: set trainer.use_v1=false"
+        )
+    loggers = OmegaConf.select(config, "trainer.logger", default=["console"])
+    loggers = [loggers] if isinstance(loggers, str) else list(loggers or [])
+    known = [*Tracking.supported_backend, "tracking"]  # verl still accepts its deprecated "tracking" name
+    unknown = [name for name in loggers if name not in known]
+    if unknown:
+        problems.append(f"trainer.logger has {unknown}, which verl does not have; choose from {known}")
+    if problems:
+        raise PCConfigErrors(problems)
+    if "wandb" in loggers and os.environ.get("WANDB_MODE") == "disabled":
+        return (
+            "trainer.logger has wandb but WANDB_MODE=disabled (the one-GPU scripts set it), so W&B will log nothing: "
+            "export WANDB_MODE=online (or offline) first"
+        )
+    return None
+
+
 def _check_verl(config) -> None:
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import omega_conf_to_dataclass, validate_config
@@ -375,7 +402,7 @@ def preflight(config, fetch_model: bool) -> tuple[list[str], list[str]]:
     config = copy.deepcopy(config)
     OmegaConf.resolve(config)
     problems, notes = [], []
-    checks = [_check_pc, _check_verl, _check_reward, _check_data_files, _check_data_rows]
+    checks = [_check_pc, _check_trainer, _check_verl, _check_reward, _check_data_files, _check_data_rows]
     checks += [lambda c: _check_model(c, fetch_model)] + ([_check_gpus] if fetch_model else [])
     for check in checks:
         try:

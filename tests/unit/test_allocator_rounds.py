@@ -288,3 +288,28 @@ def test_a_plan_without_rows_calls_no_generation_and_hands_back_empty_rows():
         loop.run_round(state, prompt_rows(ids), 1, generate)
     assert alloc.seen == [{}, {"none": 0, "zero": 0}]
     assert state.sampled_rollouts == 0 and (state.rounds, loop.counters.gen_round) == (2, 2)
+
+
+def test_grpo_trains_every_group_and_counts_as_filter_passes_only_those_a_spread_filter_keeps():
+    """GRPO's groups all train (``passed``), but the cost model's filter pass rate counts the groups whose rollouts
+    disagree, which GRPO reports through ``Verdict.filter_passed`` and the step folds through ``Verdict.passes``."""
+    groups = {1: [1.0, 0.0, 1.0, 1.0], 2: [1.0] * 4, 3: [0.0] * 4, 4: [0.0, 1.0, 0.0, 0.0]}
+    alloc = allocator("algorithm.rollout_allocation=grpo", "data.train_batch_size=4", "actor_rollout_ref.rollout.n=4")
+    tally = StepState()
+    rows = rollout_rows(np.repeat(list(groups), 4), np.concatenate(list(groups.values())))
+    _, result = round_of(alloc, tally, prompt_rows(list(groups)), lambda r: {r[0].name: rows})
+    assert tally.committed_ids == {1, 2, 3, 4} and tally.passed == 4
+    assert tally.filter_passes == 2 and [v.passes for v in result.verdicts] == [2]
+
+
+@pytest.mark.parametrize(("committed", "ready"), [(5, True), (4, False)])
+def test_a_step_at_its_round_limit_trains_with_exactly_min_train_prompts(committed, ready):
+    """At max_num_gen_batches rounds a step with min_train_prompts committed goes on (>=, not >); one short of it
+    keeps generating."""
+    alloc = allocator("data.train_batch_size=8", "algorithm.max_num_gen_batches=3")
+    loop = step_loop(alloc)
+    loop.min_train_prompts, loop.warn = 5, False
+    state = StepState(rounds=3, committed_ids=set(range(committed)))
+    assert loop.ready(state, step=1) is ready
+    state.rounds = 2  # below the limit a step waits for its whole batch
+    assert loop.ready(state, step=1) is False

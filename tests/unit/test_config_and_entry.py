@@ -448,3 +448,18 @@ def test_the_knapsack_on_a_paper_scripts_rollout_n_names_every_value_to_set_in_o
     fixed = [*knapsack[:2], "algorithm.knapsack.max_commit=192", "algorithm.min_train_prompts=8"]
     problems, _ = preflight(compose_pc_config([*valid_overrides, *fixed]), fetch_model=False)
     assert not [p for p in problems if "knapsack" in p]
+
+
+def test_the_v1_trainer_and_a_logger_verl_lacks_are_refused_and_switched_off_wandb_is_noted(
+    valid_overrides, monkeypatch
+):
+    bad = ["trainer.use_v1=true", "trainer.logger=[console,wandbb]"]
+    problems, _ = preflight(compose_pc_config([*valid_overrides, *bad]), fetch_model=False)
+    assert problems[0].startswith("trainer.use_v1=true asks for verl's V1 trainer") and len(problems) == 2
+    assert problems[1].startswith("trainer.logger has ['wandbb'], which verl does not have; choose from ['wandb'")
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    problems, notes = preflight(compose_pc_config([*valid_overrides, "trainer.logger=[console,wandb]"]), False)
+    assert problems == [] and notes == [
+        "trainer.logger has wandb but WANDB_MODE=disabled (the one-GPU scripts set it), so W&B will log nothing: "
+        "export WANDB_MODE=online (or offline) first"
+    ]

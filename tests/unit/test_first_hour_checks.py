@@ -266,7 +266,15 @@ def test_a_misspelt_key_gets_the_closest_real_key():
         "algorithm.exploraton.n is not a config key: did you mean algorithm.exploration.n?",
         "presett is not a config key: did you mean preset?",
     ]
-    assert unknown_key_problems(["+brand.new.key=1", "preset=reference", "trainer.n_gpus_per_node=2"]) == []
+    # + adds a key where what a node holds is free (keyword arguments, an empty node), not to a fixed group.
+    added = ["+actor_rollout_ref.model.override_config.attn_implementation=sdpa", "+ray_kwargs.ray_init._temp_dir=/t"]
+    added += ["+reward.custom_reward_function.reward_kwargs.grader=math_dapo", "preset=reference"]
+    assert unknown_key_problems(added) == []
+    assert unknown_key_problems(["+algorithm.exploration.nn=3", "+brand.new.key=1", "+trainer.n_gpus_per_nod=2"]) == [
+        "+algorithm.exploration.nn is not a config key: did you mean algorithm.exploration.n?",
+        "+brand.new.key adds a key to a group whose keys are fixed, so nothing would read it (nothing close)",
+        "+trainer.n_gpus_per_nod is not a config key: did you mean trainer.n_gpus_per_node?",
+    ]
     assert unknown_key_problems(["preset=no_such_preset"]) == []  # not a key: Hydra's own message names it
 
 
