@@ -226,10 +226,15 @@ def _check_data_rows(config) -> None:
 GROUND_TRUTH_ROWS_SHOWN = 5
 
 
+# A row whose whole reward_model entry is null (or absent): graded as a null ground truth, counted apart.
+NULL_ENTRY = object()
+
+
 def ground_truth_warnings(config) -> list[str]:
-    """One line per local data file with rows whose ``reward_model.ground_truth`` is empty, missing or not a string:
-    how many of each, and the first few row numbers. Such a row never stops a run (``rewards/math_reward.py`` grades
-    it), so it is reported, not refused. A file that cannot be read here is left to the dataset loader."""
+    """One line per local data file with rows whose ``reward_model.ground_truth`` is empty, missing or not a string,
+    or whose whole ``reward_model`` is null: how many of each, and the first few row numbers. Such a row never stops a
+    run (the dataset and the rewards grade it), so it is reported, not refused. A file that cannot be read here is
+    left to the dataset loader."""
     lines = []
     for key in DATA_KEYS:
         for path in _data_paths(config, key):
@@ -240,9 +245,11 @@ def ground_truth_warnings(config) -> list[str]:
                 truths = _ground_truths(local)
             except Exception:
                 continue
-            kinds = {"empty": [], "missing": [], "non-string": []}
+            kinds = {"empty": [], "missing": [], "non-string": [], "null reward_model": []}
             for row, truth in enumerate(truths):
-                if truth is None:
+                if truth is NULL_ENTRY:
+                    kinds["null reward_model"].append(row)
+                elif truth is None:
                     kinds["missing"].append(row)
                 elif not isinstance(truth, str):
                     kinds["non-string"].append(row)
@@ -256,15 +263,17 @@ def ground_truth_warnings(config) -> list[str]:
             shown = ", ".join(map(str, bad[:GROUND_TRUTH_ROWS_SHOWN])) + more
             lines.append(
                 f"{key}: {path}: {len(bad)} of {len(truths)} rows have an empty, missing or non-string "
-                f"reward_model.ground_truth ({counts}; rows {shown}); they are graded, never stopping the run "
-                "(docs/reference-preset.md says how), but fix the data if they are not meant to be there"
+                f"reward_model.ground_truth or a null reward_model ({counts}; rows {shown}); they are graded, never "
+                "stopping the run (docs/reference-preset.md says how), but fix the data if they are not meant to be "
+                "there"
             )
     return lines
 
 
 def _ground_truths(path: str) -> list:
-    """Each row's ``reward_model.ground_truth`` as the dataset would give it, None where it is missing; nothing for a
-    file without that field (the dataset loader refuses such a file, naming it)."""
+    """Each row's ``reward_model.ground_truth`` as the dataset would give it: None where the field is missing,
+    ``NULL_ENTRY`` where the whole entry is; nothing for a file without that field (the dataset loader refuses such a
+    file, naming it)."""
     if path.endswith(".parquet"):
         parquet = pq.ParquetFile(path)
         if "reward_model" not in parquet.schema_arrow.names:
@@ -272,17 +281,18 @@ def _ground_truths(path: str) -> list:
         column = parquet.read(columns=["reward_model"]).column("reward_model")
         if not pa.types.is_struct(column.type) or column.type.get_field_index("ground_truth") < 0:
             return []
-        return pc.struct_field(column, "ground_truth").to_pylist()
+        truths = pc.struct_field(column, "ground_truth").to_pylist()
+        return [NULL_ENTRY if null else t for t, null in zip(truths, column.is_null().to_pylist(), strict=True)]
     import pandas as pd
 
     try:
         frame = pd.read_json(path, lines=True)
     except ValueError:  # a JSON array rather than JSON lines; verl reads both
         frame = pd.read_json(path)
-    models = [m if isinstance(m, dict) else {} for m in (frame["reward_model"] if "reward_model" in frame else [])]
-    if not any("ground_truth" in model for model in models):
+    models = list(frame["reward_model"]) if "reward_model" in frame else []
+    if not any(isinstance(model, dict) and "ground_truth" in model for model in models):
         return []
-    return [model.get("ground_truth") for model in models]
+    return [model.get("ground_truth") if isinstance(model, dict) else NULL_ENTRY for model in models]
 
 
 def hub_model_problem(repo_id: str) -> str | None:

@@ -51,9 +51,14 @@ def test_last_integer_reward(response, truth, acc, pred):
     assert result == {"score": 1.0 if acc else 0.0, "acc": acc, "pred": pred}
 
 
-def test_last_integer_reward_rejects_non_integer_truth():
-    with pytest.raises(ValueError, match="not an integer"):
-        compute_score("arith_l1", "7", "seven", extra_info={"index": 3})
+@pytest.mark.parametrize("truth", ["seven", "2.5", 2.5, "", "  ", None, True, [7]])
+def test_last_integer_grades_a_truth_that_names_no_integer_as_wrong_never_raising(truth):
+    assert compute_score("arith_l1", "7", truth, extra_info={"index": 3}) == {"score": 0.0, "acc": False, "pred": "7"}
+
+
+@pytest.mark.parametrize("truth", ["7", 7, 7.0, "7.0", " 7 "])
+def test_last_integer_reads_an_integer_truth_in_any_form(truth):
+    assert compute_score("arith_l1", "so 7", truth)["acc"] is True
     assert last_integer("x" * 100000 + "42") == 42
 
 

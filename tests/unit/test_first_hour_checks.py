@@ -219,16 +219,26 @@ def bad_ground_truth_files(tmp_path) -> tuple[str, list[str]]:
         + '\n{"reward_model": {"ground_truth": 2.5}}\n'
     )
     line = (
-        "{key}: {path}: {bad} rows have an empty, missing or non-string reward_model.ground_truth ({counts}; rows "
-        "{rows}); they are graded, never stopping the run (docs/reference-preset.md says how), but fix the data if "
-        "they are not meant to be there"
+        "{key}: {path}: {bad} rows have an empty, missing or non-string reward_model.ground_truth or a null "
+        "reward_model ({counts}; rows {rows}); they are graded, never stopping the run (docs/reference-preset.md says "
+        "how), but fix the data if they are not meant to be there"
     )
     return [train, str(numbers), str(mixed)], [
         line.format(
-            key="data.train_files", path=train, bad="8 of 16", counts="2 empty, 6 missing", rows="2, 5, 7, 9, 10, ..."
+            key="data.train_files",
+            path=train,
+            bad="8 of 16",
+            counts="2 empty, 5 missing, 1 null reward_model",
+            rows="2, 5, 7, 9, 10, ...",
         ),
         line.format(key="data.val_files", path=numbers, bad="4 of 4", counts="4 non-string", rows="0, 1, 2, 3"),
-        line.format(key="data.val_files", path=mixed, bad="3 of 4", counts="2 missing, 1 non-string", rows="1, 2, 3"),
+        line.format(
+            key="data.val_files",
+            path=mixed,
+            bad="3 of 4",
+            counts="1 missing, 1 non-string, 1 null reward_model",
+            rows="1, 2, 3",
+        ),
     ]
 
 

@@ -22,16 +22,21 @@ def last_integer(text: str) -> int | None:
     return int(matches[-1].replace(",", ""))
 
 
+def integer_gold(ground_truth) -> int | None:
+    """The ground truth as an integer ("7", 7, 7.0, "1,234"); None when it names none ("seven", "2.5", blank, null,
+    a bool): a data error graded as wrong, which must not stop a run."""
+    gold = gold_text(ground_truth)
+    if gold is None:
+        return None
+    try:
+        value = float(gold.replace(",", ""))
+    except ValueError:
+        return None
+    return int(value) if value.is_integer() else None
+
+
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict:
     predicted = last_integer(solution_str)
-    gold = gold_text(ground_truth)
-    if gold is None:  # a row without a ground truth is a data error that must not stop a run: graded as wrong
-        return {"score": 0.0, "acc": False, "pred": "" if predicted is None else str(predicted)}
-    try:
-        expected = int(gold)
-    except ValueError as err:
-        raise ValueError(
-            f"{data_source}: ground truth {ground_truth!r} is not an integer (extra_info={extra_info})"
-        ) from err
-    correct = predicted is not None and predicted == expected
+    expected = integer_gold(ground_truth)
+    correct = predicted is not None and expected is not None and predicted == expected
     return {"score": 1.0 if correct else 0.0, "acc": correct, "pred": "" if predicted is None else str(predicted)}
