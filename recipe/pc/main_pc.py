@@ -278,6 +278,14 @@ def unknown_key_problems(overrides: list[str]) -> list[str]:
     return lines
 
 
+USAGE = (
+    "usage: python -m recipe.pc.main_pc [--validate] KEY=VALUE ...\n"
+    "  --validate  print the composed config and run every start-up check that needs no GPU (no model download, no\n"
+    "              Ray), then exit: 0 when the run would start, 1 with one 'config error:' line per problem\n"
+    "Hydra's own help follows.\n"
+)
+
+
 def entry(argv: list[str] | None = None) -> None:
     """``python -m recipe.pc.main_pc [--validate] OVERRIDES``. A misspelt key stops here with one line naming the
     closest real key, before Hydra's own composition."""
@@ -292,6 +300,8 @@ def entry(argv: list[str] | None = None) -> None:
             file=sys.stderr,
         )
     args = get_args_parser().parse_args(argv)
+    if args.help:  # Hydra's help knows nothing of --validate: say it first
+        print(USAGE)
     # Hydra's own modes (help, info, another config, sweeps) compose differently: they keep Hydra's messages.
     own_modes = (args.help, args.hydra_help, args.info, args.shell_completion, args.experimental_rerun, args.multirun)
     if not (any(own_modes) or args.config_path or args.config_name or args.config_dir):

@@ -462,3 +462,11 @@ def test_the_report_folder_is_git_ignored():
     with open(os.path.join(ROOT, ".gitignore")) as f:
         patterns = {line.strip() for line in f}
     assert {f"/{DEFAULT_OUT}/", f"{DEFAULT_OUT}/"} & patterns
+
+
+def test_help_names_validate_before_hydras_own_help(capsys, monkeypatch):
+    ran = []
+    monkeypatch.setattr(main_pc, "main", lambda: ran.append(list(sys.argv[1:])))  # Hydra's help runs from there
+    main_pc.entry(["--help"])
+    assert capsys.readouterr().out == main_pc.USAGE + "\n" and ran == [["--help"]]
+    assert "--validate  print the composed config" in main_pc.USAGE
