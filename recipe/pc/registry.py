@@ -95,7 +95,9 @@ class KeyGroup:
         values, problems = cls._read_fields(config)
         if problems:
             raise PCConfigErrors(problems)
-        return cls._finish(config, values)
+        group = cls(**values)
+        group.validate()
+        return group
 
     @classmethod
     def _read_fields(cls, config) -> tuple[dict, list[str]]:
@@ -113,12 +115,6 @@ class KeyGroup:
             except PCConfigError as err:
                 problems += problems_of(err)
         return values, problems
-
-    @classmethod
-    def _finish(cls, config, values: dict):
-        group = cls(**values)
-        group.validate()
-        return group
 
     @classmethod
     def keys(cls) -> list[str]:

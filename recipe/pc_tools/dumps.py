@@ -292,7 +292,7 @@ def windows(files: list[tuple[int, str]], size: int | None) -> list[list[tuple[i
 
 def pack(dump_dir: str, out: str | None = None) -> tuple[str, int, int]:
     """Write ``dump_dir``'s step files as one Parquet file (default ``<dump_dir>.parquet``) of their rows in step
-    order, the prompt and response text left out; returns (file, rows, steps). Every row read back must be there."""
+    order, the prompt and response text left out; returns (file, rows, steps)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -313,10 +313,8 @@ def pack(dump_dir: str, out: str | None = None) -> tuple[str, int, int]:
             columns[key] = pa.array([row.get(key) for row in rows])
         except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
             raise DumpError(f"{dump_dir}: field {key!r} mixes value types across rows ({err}); not packed") from None
-    table = pa.table(columns)
-    pq.write_table(table, out, compression="zstd", compression_level=19)  # the answer text dominates; 25% smaller
-    if pq.read_metadata(out).num_rows != len(rows):
-        raise DumpError(f"{out}: wrote {pq.read_metadata(out).num_rows} rows of {len(rows)}")
+    # The answers' text dominates the size: zstd's level 19 makes the file about 25% smaller than its default.
+    pq.write_table(pa.table(columns), out, compression="zstd", compression_level=19)
     return out, len(rows), len(files)
 
 

@@ -108,3 +108,9 @@ def test_rows_without_a_ground_truth_are_graded_wrong_by_verls_reward_managers(t
         accs = [r["reward_extra_info"]["acc"] for r in results]
         assert accs == [False] * len(BAD_ROWS) + [True], manager_cls.__name__
         assert results[-1]["reward_score"] > results[0]["reward_score"]
+
+
+def test_last_integer_compares_a_long_integer_truth_exactly():
+    big = "12345678901234567891"  # beyond a float's 53 bits: read through float it would match its neighbours
+    assert compute_score("arith_l1", f"so {big}", big)["acc"] is True
+    assert compute_score("arith_l1", f"so {int(big) + 1}", big)["acc"] is False

@@ -223,23 +223,13 @@ def bad_ground_truth_files(tmp_path) -> tuple[str, list[str]]:
         "reward_model ({counts}; rows {rows}); they are graded, never stopping the run (docs/reference-preset.md says "
         "how), but fix the data if they are not meant to be there"
     )
-    return [train, str(numbers), str(mixed)], [
-        line.format(
-            key="data.train_files",
-            path=train,
-            bad="8 of 16",
-            counts="2 empty, 5 missing, 1 null reward_model",
-            rows="2, 5, 7, 9, 10, ...",
-        ),
-        line.format(key="data.val_files", path=numbers, bad="4 of 4", counts="4 non-string", rows="0, 1, 2, 3"),
-        line.format(
-            key="data.val_files",
-            path=mixed,
-            bad="3 of 4",
-            counts="1 missing, 1 non-string, 1 null reward_model",
-            rows="1, 2, 3",
-        ),
+    expected = [  # key, path, bad rows, their kinds, the rows shown
+        ("data.train_files", train, "8 of 16", "2 empty, 5 missing, 1 null reward_model", "2, 5, 7, 9, 10, ..."),
+        ("data.val_files", str(numbers), "4 of 4", "4 non-string", "0, 1, 2, 3"),
+        ("data.val_files", str(mixed), "3 of 4", "1 missing, 1 non-string, 1 null reward_model", "1, 2, 3"),
     ]
+    keys = ("key", "path", "bad", "counts", "rows")
+    return [train, str(numbers), str(mixed)], [line.format(**dict(zip(keys, e, strict=True))) for e in expected]
 
 
 def test_bad_ground_truths_are_one_warning_line_a_file_in_a_dry_run_and_before_ray(base, tmp_path, monkeypatch):

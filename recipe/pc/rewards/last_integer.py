@@ -28,8 +28,13 @@ def integer_gold(ground_truth) -> int | None:
     gold = gold_text(ground_truth)
     if gold is None:
         return None
+    text = gold.replace(",", "")
     try:
-        value = float(gold.replace(",", ""))
+        return int(text)  # exact, however long
+    except ValueError:
+        pass
+    try:
+        value = float(text)  # 7.0 as a float prints so
     except ValueError:
         return None
     return int(value) if value.is_integer() else None
