@@ -444,7 +444,8 @@ python -m recipe.pc_tools.report --seeds --interpolate --ci --at-rollouts 9216,1
 # steps (they logged the step they were configured to end at, training/total_training_steps), in whichever folder;
 # nothing is read until each arm has 2 finished runs.
 FINISHED=()
-for metrics in docs/results/regimes/*/{grpo64t36v2304,pc4x60t42v2304}_calibrated_s*/metrics.jsonl; do
+# Seeds in numeric order (s9 before s10), as the tables list them.
+for metrics in $(printf '%s\n' docs/results/regimes/*/{grpo64t36v2304,pc4x60t42v2304}_calibrated_s*/metrics.jsonl | sort -V); do
   [ -f "$metrics" ] || continue
   name=$(basename "$(dirname "$metrics")")
   last=$(grep -o '"training/total_training_steps":[0-9]*' "$metrics" | tail -n 1 | cut -d: -f2 || true)

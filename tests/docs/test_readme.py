@@ -305,6 +305,16 @@ def test_the_pre_registered_rows_come_first_and_read_as_their_records_do():
         steps = [json.loads(line)["data"] for line in open(os.path.join(logs, run, "metrics.jsonl"))]
         finished += steps[-1]["training/global_step"] == steps[-1]["training/total_training_steps"]
     assert f"{finished} of 26 runs finished" in second[2], "the ledger's count of finished runs is not the logs'"
+    # Once the exact command has written its tables, the row quotes them at B* (marked interim until 13 a side).
+    intervals = os.path.join(REGIMES, "prereg_pc4x60_equal_budgets", "intervals.md")
+    if finished >= 4:
+        rows = table_rows(read(intervals))
+        at_b = next(r for r in rows if r[1] == "acc. at 27,648 rollouts")
+        for number in (at_b[4], at_b[5]):
+            assert number.replace("-", "\u2212") in second[4], (number, second[4])
+        to_peak = next(r for r in rows if r[1].startswith("rollouts to") and "peak of" in r[1])
+        assert to_peak[5] in second[3], (to_peak, second[3])
+        assert ("interim" in second[2]) == (finished < 26), second[2]
 
 
 def test_plan_s_measured_ratios_are_the_ledger_s():
