@@ -37,11 +37,14 @@ the GRPO run of the same data and seed): a run's own dump is shaped by its own a
 ``sources``: per window, each data source's pass-rate spread (how a data mix is calibrated) as a table, and with
 ``--histogram PNG`` drawn (matplotlib, the ``report`` extra).
 
-Recommendation: the configuration with the fewest predicted generated rollouts per informative
-trained group (a group whose metric is not constant, so GRPO gets a gradient from it); ties go to
-fewer generation rounds per step. The default grid holds every method at one group size, so a
-trained group costs the same to train on; the criterion does not weigh PC's reuse of pilots up to
-``buffer_max_off_steps`` steps old, nor how much a step learns (``CRITERION_CAVEAT``).
+Recommendation: only a row whose numbers come from a measurement or from this call's simulator, and the line says
+which. With ``--simulate``, the simulated configuration with the fewest generated rollouts per informative trained
+group (a group whose metric is not constant, so GRPO gets a gradient from it; ties: fewer rounds per step), if
+fewer than GRPO's simulated row; without, the PC split the regime study measured to reach GRPO's accuracy with fewer
+rollouts on every mix it ran (``MEASURED_AGAINST_GRPO``, at any round size). A split measured to need more rollouts
+than GRPO is never recommended. Where no row qualifies or none beats GRPO, a line says so. The criterion does not
+weigh PC's reuse of pilots up to ``buffer_max_off_steps`` steps old, nor how much a step learns
+(``CRITERION_CAVEAT``).
 """
 
 from __future__ import annotations
@@ -69,15 +72,13 @@ from recipe.pc_tools.dumps import (
 )
 from recipe.pc_tools.measured import compare_with_runs, measured_arg, parse_measured
 from recipe.pc_tools.predictions import (
-    CRITERION_CAVEAT,
     EVICTION_PASSES,
     configurations,
     eviction_notes,
     format_table,
     mean_over_steps,
-    measured_worse,
     parse_splits,
-    recommend,
+    recommendation,
     registered_configurations,
 )
 
@@ -383,7 +384,8 @@ def run_predict(args: argparse.Namespace) -> int:
     fills = [c for c, p in zip(configs, predictions, strict=True) if math.isfinite(p.rounds_per_step)] + registered
     skips = [None, defaults.SKIP] if args.skip else [None]
     how = {"warmup": args.simulate_warmup, "runs": args.simulate_runs, "prompts": args.prompts}
-    simulated = [simulate(rates, c, steps=args.simulate, skip=k, **how) for c in fills for k in skips if args.simulate]
+    runs = [(c, k) for c in fills for k in skips] if args.simulate else []
+    simulated = [simulate(rates, c, steps=args.simulate, skip=k, **how) for c, k in runs]
 
     print(
         f"{len(ids)} prompts, {int(seen.sum())} rollouts from steps {files[0][0]}..{files[-1][0]} "
@@ -417,20 +419,8 @@ def run_predict(args: argparse.Namespace) -> int:
         print(f"\nsimulated ({what}" + (f", {args.prompts} prompts drawn from these" if args.prompts else "") + "):")
         print(format_table(simulated, args.per_1000))
     print()
-    model_pick, best = recommend(predictions), recommend(predictions, configs)
-    if model_pick is not None and model_pick is not best:  # the model's cheapest lost when it was measured
-        config = next(c for c in configs if c.label == model_pick.label)
-        print(
-            f"not recommended: {model_pick.label}, the model's fewest per informative group; {measured_worse(config)}"
-        )
-    if best is None:
-        print("no configuration ever trains an informative group on these pass rates")
-    else:
-        print(
-            f"recommended: {best.label} ({best.rollouts_per_informative_group:.1f} generated rollouts per "
-            f"informative trained group of {best.group_size}, {best.rounds_per_step:.2f} rounds per step)"
-        )
-        print(CRITERION_CAVEAT)
+    for line in recommendation(predictions, configs, simulated, [c for c, _ in runs]):
+        print(line)
     return 0
 
 

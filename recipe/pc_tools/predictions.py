@@ -37,20 +37,27 @@ MEASURED_AGAINST_GRPO = (
 PARITY = 1.05
 
 
+def measured_ratios(config) -> list[tuple[str, float]]:
+    """The regime study's (mix, PC's rollouts to reach GRPO's accuracy over GRPO's) for a PC split at any round size;
+    none for any other configuration or a downsampled split (never measured)."""
+    if not isinstance(config, PilotCommit) or config.downsample_n is not None:
+        return []
+    split = (config.n_pilot, config.n_commit, config.screen_n)
+    return [(mix, times) for *measured, mix, times in MEASURED_AGAINST_GRPO if tuple(measured) == split]
+
+
+def _ratios_text(config: PilotCommit, runs: list[tuple[str, float]]) -> str:
+    ratios = ", ".join(f"{times:.2f}x ({mix} mix)" for mix, times in runs)
+    return f"{ratios} GRPO n={config.n_pilot + config.n_commit}'s rollouts to reach GRPO's accuracy"
+
+
 def measured_worse(config) -> str | None:
     """How a PC split (at any round size) needed more rollouts than GRPO to reach GRPO's accuracy when it was
     measured, or None: not measured, at most PARITY on every mix measured, or downsampled (never measured)."""
-    if not isinstance(config, PilotCommit) or config.downsample_n is not None:
-        return None
-    split = (config.n_pilot, config.n_commit, config.screen_n)
-    runs = [(mix, times) for *measured, mix, times in MEASURED_AGAINST_GRPO if tuple(measured) == split]
+    runs = measured_ratios(config)
     if all(times <= PARITY for _, times in runs):
         return None
-    ratios = ", ".join(f"{times:.2f}x ({mix} mix)" for mix, times in runs)
-    return (
-        f"measured, it needed {ratios} GRPO n={config.n_pilot + config.n_commit}'s rollouts to reach GRPO's accuracy "
-        "(docs/results/regimes/README.md)"
-    )
+    return f"measured, it needed {_ratios_text(config, runs)} (docs/results/regimes/README.md)"
 
 
 # Passes over the training set past which PC's eviction (at each pass's end, of the prompts its pilots solved) leaves
@@ -141,14 +148,91 @@ def registered_configurations(args) -> list[Registered]:
 
 def recommend(predictions: list[Prediction], configs: list | None = None) -> Prediction | None:
     """The fewest generated rollouts per informative group (ties: fewer rounds); with the predictions' ``configs``,
-    a split measured to need more rollouts than GRPO is passed over (``measured_worse``)."""
-    finite = [p for p in predictions if math.isfinite(p.rollouts_per_informative_group)]
+    one a row each, a row of a split measured to need more rollouts than GRPO is passed over (``measured_worse``)."""
     if configs is not None:
-        worse = {c.label for c in configs if measured_worse(c)}
-        finite = [p for p in finite if p.label not in worse]
+        predictions = [p for p, c in zip(predictions, configs, strict=True) if not measured_worse(c)]
+    finite = [p for p in predictions if math.isfinite(p.rollouts_per_informative_group)]
     if not finite:
         return None
     return min(finite, key=lambda p: (round(p.rollouts_per_informative_group, 6), p.rounds_per_step))
+
+
+# What a recommendation from the regime study's ratios does not establish (docs/results/regimes/README.md).
+MEASURED_CAVEAT = (
+    "note: the regime study's ratios are read on mean curves of two or three seeds without an interval, not by a "
+    "measured margin, and the pre-registered PC 4+60 seeds' mean curve did not reach GRPO's accuracy "
+    "(docs/results/regimes/README.md): check with short runs"
+)
+
+
+def recommendation(
+    predictions: list[Prediction], configs: list, simulated: list[Prediction], simulated_configs: list
+) -> list[str]:
+    """The recommendation's lines. With simulated rows (``simulated_configs`` theirs, one a row), the fewest
+    generated rollouts per informative group among them if fewer than GRPO's simulated row; without, the split of
+    ``configs`` the regime study measured to reach GRPO's accuracy with fewer rollouts on every mix it ran. Never a
+    row the analytic model alone priced. A split measured to need more rollouts than GRPO is passed over, with a
+    line saying so; when no row qualifies or none beats GRPO, a line says so instead of recommending."""
+    if simulated:
+        return _simulated_recommendation(simulated, simulated_configs)
+    return _measured_recommendation(predictions, configs)
+
+
+def _passed_over(rows: list[Prediction], configs: list, source: str) -> list[str]:
+    """A line for the fewest per informative group of ``rows`` (by ``source``) if it lost to GRPO when measured."""
+    fewest = recommend(rows)
+    if fewest is None or fewest is recommend(rows, configs):
+        return []
+    config = next(c for p, c in zip(rows, configs, strict=True) if p is fewest)
+    return [f"not recommended: {fewest.label}, the {source}'s fewest per informative group; {measured_worse(config)}"]
+
+
+def _simulated_recommendation(rows: list[Prediction], configs: list) -> list[str]:
+    lines = _passed_over(rows, configs, "simulator")
+    best = recommend(rows, configs)
+    grpo = next(p for p, c in zip(rows, configs, strict=True) if isinstance(c, GRPO) and p.label == c.label)
+    per_group = grpo.rollouts_per_informative_group
+    if best is None:
+        return [*lines, "no recommendation: no simulated configuration trains an informative group on these pass rates"]
+    if not round(best.rollouts_per_informative_group, 6) < round(per_group, 6):
+        return [
+            *lines,
+            "no recommendation: no simulated configuration generated fewer rollouts per informative group than "
+            f"{grpo.label} ({per_group:.1f}) on this dump",
+        ]
+    return [
+        *lines,
+        f"recommended (simulated on this dump): {best.label} ({best.rollouts_per_informative_group:.1f} generated "
+        f"rollouts per informative trained group of {best.group_size} against {grpo.label}'s {per_group:.1f}, "
+        f"{best.rounds_per_step:.2f} rounds per step)",
+        CRITERION_CAVEAT,
+    ]
+
+
+def _measured_recommendation(predictions: list[Prediction], configs: list) -> list[str]:
+    if recommend(predictions) is None:
+        return ["no configuration ever trains an informative group on these pass rates"]
+    lines = _passed_over(predictions, configs, "model")
+    # Splits that fill a step on this dump and needed fewer rollouts than GRPO on every mix measured.
+    better = [
+        (max(times for _, times in runs), config, runs)
+        for pred, config in zip(predictions, configs, strict=True)
+        if math.isfinite(pred.rollouts_per_informative_group)
+        and (runs := measured_ratios(config))
+        and all(times < 1 for _, times in runs)
+    ]
+    if not better:
+        return [
+            *lines,
+            "no recommendation: no configuration here was measured in the regime study to reach GRPO's accuracy with "
+            "fewer rollouts, and the model's rows are not measurements: --simulate STEPS ranks them on this dump",
+        ]
+    _, config, runs = min(better, key=lambda b: b[0])
+    return [
+        *lines,
+        f"recommended (measured in the regime study): {config.label}; it needed {_ratios_text(config, runs)}",
+        MEASURED_CAVEAT,
+    ]
 
 
 def format_table(predictions: list[Prediction], per_1000: bool = False) -> str:

@@ -347,7 +347,6 @@ def test_a_finished_run_leaves_no_dataloader_worker_alive(tmp_path, tokenizer, m
 # ---------------------------------------------------------------------- plan
 def test_plan_does_not_recommend_what_lost_when_measured(tmp_path, capsys):
     from recipe.pc_tools import plan
-    from recipe.pc_tools.predictions import CRITERION_CAVEAT, measured_worse
 
     # 16 prompts, 10 rollouts each, pass rates spread over [0, 1]: the cost model's cheapest is PC 4+12 at G=8.
     wins = [0, 0, 1, 2, 3, 4, 4, 5, 5, 6, 7, 8, 9, 10, 10, 10]
@@ -356,15 +355,12 @@ def test_plan_does_not_recommend_what_lost_when_measured(tmp_path, capsys):
     args = ["predict", str(tmp_path), "--train-batch-size", "4", "--gen-batch-size", "8"]
     assert plan.main(args) == 0
     out = capsys.readouterr().out.splitlines()
-    picked = [line for line in out if line.startswith("recommended: ")]
     passed_over = [line for line in out if line.startswith("not recommended: ")]
     assert passed_over and passed_over[0].startswith("not recommended: PC 4+12 G=8, the model's fewest"), out
     assert "1.12x (default mix)" in passed_over[0]
-    assert len(picked) == 1 and not picked[0].startswith("recommended: PC 4+12 ")
-    assert out[-1] == CRITERION_CAVEAT and len(CRITERION_CAVEAT) < 300
-    label = picked[0].removeprefix("recommended: ").split(" (")[0]
-    configs = plan.configurations(plan.parse_args(args))
-    assert measured_worse(next(c for c in configs if c.label == label)) is None
+    # Nor, right after, a split the model alone priced: no row of this grid was measured to beat GRPO.
+    assert not [line for line in out if line.startswith("recommended")]
+    assert out[-1].startswith("no recommendation: no configuration here was measured in the regime study")
 
 
 # ---------------------------------------------------------------------- declared dependencies

@@ -11,10 +11,16 @@ from support import FIXTURES, run_module
 
 from recipe.pc import metric_names as names
 from recipe.pc_tools import plan
-from recipe.pc_tools.costmodel import GRPO, PilotCommit, predict, predict_at_filter_rate, simulate
+from recipe.pc_tools.costmodel import GRPO, PilotCommit, Prediction, predict, predict_at_filter_rate, simulate
 from recipe.pc_tools.defaults import SKIP
 from recipe.pc_tools.dumps import DumpError, parse_steps, pass_rates, read_dump, read_pass_counts, step_files
-from recipe.pc_tools.predictions import CRITERION_CAVEAT, default_splits, recommend
+from recipe.pc_tools.predictions import (
+    CRITERION_CAVEAT,
+    MEASURED_CAVEAT,
+    default_splits,
+    recommend,
+    recommendation,
+)
 
 FIXTURE = os.path.join(FIXTURES, "plan")
 
@@ -32,8 +38,9 @@ def test_command_runs_on_the_fixture(capsys):
     assert "16 prompts, 160 rollouts from steps 1..3 (3 dumped steps)" in out
     for label in ("GRPO n=16", "DAPO n=16 G=8", "PC 2+14 G=8", "PC 4+12 G=8", "PC 8+8 G=8"):
         assert f"| {label} | 16 |" in out
-    assert "recommended: " in out
-    assert CRITERION_CAVEAT in out  # the measured limit of the criterion goes with every recommendation
+    # Without the simulator only a measured split is recommended; the fixture's grid holds none that beat GRPO.
+    assert out.splitlines()[-1].startswith("no recommendation: no configuration here was measured")
+    assert not [line for line in out.splitlines() if line.startswith("recommended")]
 
 
 def test_pass_rates_per_prompt_and_window():
@@ -65,6 +72,65 @@ def test_recommendation_is_fewest_rollouts_per_informative_group():
     best = recommend(predictions)
     assert best.rollouts_per_informative_group == min(p.rollouts_per_informative_group for p in predictions)
     assert recommend([predict(np.zeros(10), GRPO(4, 8))]) is None
+
+
+def row(label, rollouts, informative, group=64):
+    return Prediction(label, group, 1.0, 0.0, float(rollouts), 12.0, float(informative), 0.5)
+
+
+def test_a_recommendation_is_a_measured_split_or_a_row_simulated_in_this_call():
+    grpo, pc2, pc4, pc16, pc16s4 = (
+        GRPO(64, 12),
+        *(PilotCommit(n_p, 64 - n_p, 36, 12) for n_p in (2, 4, 16)),
+        PilotCommit(16, 48, 36, 12, screen_n=4),
+    )
+    configs = [grpo, pc2, pc4, pc16, pc16s4]
+    # The model prices PC 2+62 (never measured) cheapest, then PC 16+48 (measured worse than GRPO).
+    model = [row(c.label, r, 10) for c, r in zip(configs, (1300, 500, 900, 600, 950), strict=True)]
+    # Measured below GRPO on every mix: PC 4+60 (0.95x, 0.83x) over PC 16+48 screen 4 (0.97x), whatever the model.
+    assert recommendation(model, configs, [], []) == [
+        "recommended (measured in the regime study): PC 4+60 G=36; it needed 0.95x (default mix), 0.83x (calibrated "
+        "mix) GRPO n=64's rollouts to reach GRPO's accuracy",
+        MEASURED_CAVEAT,
+    ]
+    # A measured split the model says never fills on this dump is not recommended; nothing measured: said plainly.
+    assert (
+        "PC 16+48 G=36 screen 4;" in recommendation([*model[:2], row(pc4.label, 0, 0), *model[3:]], configs, [], [])[-2]
+    )
+    assert recommendation(model[:2], configs[:2], [], [])[-1].startswith("no recommendation: no configuration here")
+
+    # With the simulator: among its rows only, PC 16+48 passed over as measured worse, never-measured PC 2+62 allowed.
+    sim_configs = [grpo, pc2, pc16]
+    simulated = [row(grpo.label, 1300, 10), row(pc2.label, 800, 10), row(pc16.label, 700, 10)]
+    lines = recommendation(model, configs, simulated, sim_configs)
+    assert lines[0].startswith("not recommended: PC 16+48 G=36, the simulator's fewest per informative group; measured")
+    assert lines[1:] == [
+        "recommended (simulated on this dump): PC 2+62 G=36 (80.0 generated rollouts per informative trained group "
+        "of 64 against GRPO n=64's 130.0, 1.00 rounds per step)",
+        CRITERION_CAVEAT,
+    ]
+    # None beats GRPO's simulated row (PC 4+60 measured better is not enough): no recommendation.
+    simulated = [row(grpo.label, 1300, 10), row(pc2.label, 1300, 10), row(pc4.label, 1400, 10)]
+    assert recommendation(model, configs, simulated, [grpo, pc2, pc4]) == [
+        "no recommendation: no simulated configuration generated fewer rollouts per informative group than "
+        "GRPO n=64 (130.0) on this dump"
+    ]
+
+
+def test_plan_recommends_from_the_rows_it_simulated(capsys):
+    sizes = ["--train-batch-size", "4", "--gen-batch-size", "8"]
+    assert plan.main(["predict", FIXTURE, *sizes, "--simulate", "3", "--simulate-warmup", "2", "--skip"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    table = out[out.index(next(line for line in out if line.startswith("simulated"))) + 3 :]
+    rows = {cells[1].strip(): float(cells[-2]) for cells in (line.split("|") for line in table[: table.index("")])}
+    # Here the simulator's fewest is PC 4+12, which lost to GRPO when measured (with skipping on top too).
+    assert min(rows, key=rows.get) == "PC 4+12 G=8"
+    assert out[-3].startswith("not recommended: PC 4+12 G=8, the simulator's fewest per informative group; measured")
+    picked = out[-2].removeprefix("recommended (simulated on this dump): ")
+    label = picked.split(" (")[0]
+    assert picked != out[-2] and not label.startswith("PC 4+12")
+    assert rows[label] == min(r for name, r in rows.items() if not name.startswith("PC 4+12")) < rows["GRPO n=16"]
+    assert out[-1] == CRITERION_CAVEAT
 
 
 def test_default_grid_keeps_the_group_size():
