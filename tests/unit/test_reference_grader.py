@@ -313,3 +313,55 @@ def test_the_sympy_check_gets_only_what_the_grade_left_of_its_second(cpu, monkey
 def test_after_a_swallowed_alarm_the_sympy_check_still_gets_a_second_of_its_own(cpu, monkeypatch, one_slow_helper):
     cpu.slow(monkeypatch, "_mathd_steps")  # the budget runs out in the first normalisation, which swallows it
     assert reference_grader.compute_score(*GATE_OPEN)["acc"] is True
+
+
+def once_before(monkeypatch, name: str, delay) -> None:
+    """``reference_grader.<name>``'s first call runs ``delay()`` before the real step."""
+    step, calls = getattr(reference_grader, name), []
+
+    def delayed(*args, **kwargs):
+        calls.append(None)
+        if len(calls) == 1:
+            delay()
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(reference_grader, name, delayed)
+
+
+def test_the_budget_is_the_grading_threads_cpu_time_not_the_clock_nor_the_other_threads(monkeypatch):
+    # A real wait of 1.2 s in the first normalisation, past the 1 s budget, while another thread spends 1.1 s of CPU:
+    # the grade is not cut (a budget on the wall clock, or on the process's CPU time, would give -1 with "0.5").
+    stop, spent = threading.Event(), [0.0]
+
+    def spin():
+        while not stop.is_set():
+            spent[0] = time.thread_time()
+
+    def wait():
+        start = time.monotonic()
+        while time.monotonic() - start < 1.2 or spent[0] < 1.1:  # on a loaded machine the spinner gets less CPU
+            time.sleep(0.01)
+
+    busy = threading.Thread(target=spin)
+    once_before(monkeypatch, "_mathd_steps", wait)
+    busy.start()
+    try:
+        graded = reference_grader.compute_score(*HALF)
+    finally:
+        stop.set()
+        busy.join()
+    assert reference_grader.TIMEOUT_S < 1.1
+    assert graded == {"score": 1.0, "acc": True, "pred": "0.5"}
+
+
+def test_a_grade_that_burns_cpu_past_its_budget_is_cut(monkeypatch):
+    pair = ("\\boxed{5 cm}", "5")  # equal once the second normalisation drops the unit
+    assert reference_grader.compute_score(*pair, timeout_s=0.05)["acc"] is True
+
+    def burn(seconds=0.1):
+        start = time.thread_time()
+        while time.thread_time() - start < seconds:
+            pass
+
+    once_before(monkeypatch, "_as_float", burn)  # in the second normalisation: the release's wrapper gave -1
+    assert reference_grader.compute_score(*pair, timeout_s=0.05) == TIMED_OUT
