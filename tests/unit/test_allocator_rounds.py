@@ -5,6 +5,8 @@ make several wrong allocators pass the same counts, and a wrong commit size or r
 stopped by the trainer's own runtime check, not by an assertion.
 """
 
+import copy
+
 import numpy as np
 import pytest
 from support import compose_pc_config, pilot_of, prompt_rows, rollout_rows, round_of
@@ -313,3 +315,48 @@ def test_a_step_at_its_round_limit_trains_with_exactly_min_train_prompts(committ
     assert loop.ready(state, step=1) is ready
     state.rounds = 2  # below the limit a step waits for its whole batch
     assert loop.ready(state, step=1) is False
+
+
+# ------------------------------------------------------------------ the reference preset's whole-buffer draw
+# Pilots of 8 in the band [0.125, 0.25] (pc_trainer.yaml): 1 or 2 correct passes, 1 spreading less than 2.
+FIRST_ROUND = {15: 1, 11: 2, 13: 1, 10: 2, 14: 1, 12: 2}  # prompt id: correct of 8, in the order piloted
+SECOND_ROUND = {25: 0, 21: 2, 23: 2, 20: 8, 24: 0, 22: 8}  # two more in the band, 21 then 23
+THIRD_ROUND = dict.fromkeys([35, 31, 33, 30, 34, 32], 0)
+
+
+@pytest.fixture(scope="module")
+def reference_config():
+    sizes = ["data.train_batch_size=4", "data.gen_batch_size=6", "algorithm.exploration.n=8"]
+    return compose_pc_config(["preset=reference", *sizes, "actor_rollout_ref.rollout.n=4"])  # composed once: ~1 s
+
+
+@pytest.mark.parametrize("sampling", ["random", "max_variance", "most_recent"])  # random: the preset's own
+def test_the_reference_preset_commits_a_whole_buffer_in_the_order_it_was_buffered(reference_config, sampling):
+    """Two steps of the step loop under preset=reference: step 1 buffers six prompts, draws four of them and buffers
+    two more; step 2 needs four, the buffer holds four (from two rounds), and they are committed in buffer order."""
+    config = copy.deepcopy(reference_config)
+    config.algorithm.buffer_sampling_method = sampling
+    alloc = make_allocator(PCSettings.from_config(config), np.random.default_rng(0))
+    correct = {**FIRST_ROUND, **SECOND_ROUND, **THIRD_ROUND}
+    commits = []
+
+    def generate(requests):
+        rows = {}
+        for r in requests:
+            ids = r.prompts.non_tensor_batch["index"]
+            if r.kind == COMMIT:
+                commits.append(ids.tolist())
+                values = np.tile([1.0, 0.0, 0.0, 0.0], len(ids))
+            else:
+                values = np.concatenate([[1.0] * correct[i] + [0.0] * (r.n - correct[i]) for i in ids])
+            rows[r.name] = rollout_rows(np.repeat(ids, r.n), values)
+        return Generation(rows)
+
+    loop, rounds = step_loop(alloc), (prompt_rows(list(ids)) for ids in (FIRST_ROUND, SECOND_ROUND, THIRD_ROUND))
+    for step in (1, 2):
+        assert loop.fill(StepState(), rounds, step, generate)
+        loop.end_step(step, epoch=0)
+    first_draw, whole_buffer = commits
+    assert len(first_draw) == 4 and set(first_draw) < set(FIRST_ROUND)  # a partial draw: two wait in the buffer
+    buffered = [i for i in FIRST_ROUND if i not in first_draw] + [21, 23]
+    assert whole_buffer == buffered
