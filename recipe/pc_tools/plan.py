@@ -37,14 +37,13 @@ the GRPO run of the same data and seed): a run's own dump is shaped by its own a
 ``sources``: per window, each data source's pass-rate spread (how a data mix is calibrated) as a table, and with
 ``--histogram PNG`` drawn (matplotlib, the ``report`` extra).
 
-Recommendation: only a row whose numbers come from a measurement or from this call's simulator, and the line says
-which. With ``--simulate``, the simulated configuration with the fewest generated rollouts per informative trained
-group (a group whose metric is not constant, so GRPO gets a gradient from it; ties: fewer rounds per step), if
-fewer than GRPO's simulated row; without, the PC split the regime study measured to reach GRPO's accuracy with fewer
-rollouts on every mix it ran (``MEASURED_AGAINST_GRPO``, at any round size). A split measured to need more rollouts
-than GRPO is never recommended. Where no row qualifies or none beats GRPO, a line says so. The criterion does not
-weigh PC's reuse of pilots up to ``buffer_max_off_steps`` steps old, nor how much a step learns
-(``CRITERION_CAVEAT``).
+Recommendation: only a configuration simulated in this call (``--simulate``): the fewest generated rollouts per
+informative trained group (a group whose metric is not constant, so GRPO gets a gradient from it; ties: fewer rounds
+per step), if fewer than GRPO's simulated row. Without the simulator none: the analytic model's rows are not
+measurements and the regime study measured no split ahead of GRPO by a measured margin (``MEASURED_AGAINST_GRPO``);
+the line names the closest measured split. A split measured to need more rollouts than GRPO is never recommended.
+The criterion does not weigh PC's reuse of pilots up to ``buffer_max_off_steps`` steps old, nor how much a step
+learns (``CRITERION_CAVEAT``).
 """
 
 from __future__ import annotations

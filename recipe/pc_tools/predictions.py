@@ -157,22 +157,15 @@ def recommend(predictions: list[Prediction], configs: list | None = None) -> Pre
     return min(finite, key=lambda p: (round(p.rollouts_per_informative_group, 6), p.rounds_per_step))
 
 
-# What a recommendation from the regime study's ratios does not establish (docs/results/regimes/README.md).
-MEASURED_CAVEAT = (
-    "note: the regime study's ratios are read on mean curves of two or three seeds without an interval, not by a "
-    "measured margin, and the pre-registered PC 4+60 seeds' mean curve did not reach GRPO's accuracy "
-    "(docs/results/regimes/README.md): check with short runs"
-)
-
-
 def recommendation(
     predictions: list[Prediction], configs: list, simulated: list[Prediction], simulated_configs: list
 ) -> list[str]:
     """The recommendation's lines. With simulated rows (``simulated_configs`` theirs, one a row), the fewest
-    generated rollouts per informative group among them if fewer than GRPO's simulated row; without, the split of
-    ``configs`` the regime study measured to reach GRPO's accuracy with fewer rollouts on every mix it ran. Never a
-    row the analytic model alone priced. A split measured to need more rollouts than GRPO is passed over, with a
-    line saying so; when no row qualifies or none beats GRPO, a line says so instead of recommending."""
+    generated rollouts per informative group among them if fewer than GRPO's simulated row. Without, no
+    recommendation: the analytic model's rows are not measurements, and the regime study measured no split ahead of
+    GRPO by a measured margin; the line names the split it measured closest (below GRPO on every mix it ran, on a few
+    seeds without an interval). A split measured to need more rollouts than GRPO is passed over, with a line saying
+    so."""
     if simulated:
         return _simulated_recommendation(simulated, simulated_configs)
     return _measured_recommendation(predictions, configs)
@@ -213,7 +206,7 @@ def _measured_recommendation(predictions: list[Prediction], configs: list) -> li
     if recommend(predictions) is None:
         return ["no configuration ever trains an informative group on these pass rates"]
     lines = _passed_over(predictions, configs, "model")
-    # Splits that fill a step on this dump and needed fewer rollouts than GRPO on every mix measured.
+    # Splits that fill a step on this dump and needed fewer rollouts than GRPO on every mix measured (no interval).
     better = [
         (max(times for _, times in runs), config, runs)
         for pred, config in zip(predictions, configs, strict=True)
@@ -221,17 +214,17 @@ def _measured_recommendation(predictions: list[Prediction], configs: list) -> li
         and (runs := measured_ratios(config))
         and all(times < 1 for _, times in runs)
     ]
-    if not better:
-        return [
-            *lines,
-            "no recommendation: no configuration here was measured in the regime study to reach GRPO's accuracy with "
-            "fewer rollouts, and the model's rows are not measurements: --simulate STEPS ranks them on this dump",
-        ]
-    _, config, runs = min(better, key=lambda b: b[0])
+    closest = ""
+    if better:
+        _, config, runs = min(better, key=lambda b: b[0])
+        closest = (
+            f"; closest: {config.label} needed {_ratios_text(config, runs)}, on two or three seeds without an interval"
+        )
     return [
         *lines,
-        f"recommended (measured in the regime study): {config.label}; it needed {_ratios_text(config, runs)}",
-        MEASURED_CAVEAT,
+        "no recommendation: no split was measured to reach GRPO's accuracy with fewer rollouts by a measured margin, "
+        f"and the model's rows are not measurements{closest} (docs/results/regimes/README.md); --simulate STEPS "
+        "ranks the rows on this dump",
     ]
 
 

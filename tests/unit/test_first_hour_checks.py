@@ -360,7 +360,7 @@ def test_plan_does_not_recommend_what_lost_when_measured(tmp_path, capsys):
     assert "1.12x (default mix)" in passed_over[0]
     # Nor, right after, a split the model alone priced: no row of this grid was measured to beat GRPO.
     assert not [line for line in out if line.startswith("recommended")]
-    assert out[-1].startswith("no recommendation: no configuration here was measured in the regime study")
+    assert out[-1].startswith("no recommendation: no split was measured to reach GRPO's accuracy")
 
 
 # ---------------------------------------------------------------------- declared dependencies
