@@ -14,6 +14,9 @@ A buffered prompt the knapsack passes over stays buffered, until it goes stale, 
 passes over is dropped: deferred or skipped for this epoch, as Pilot-Commit does with every edge. A committed prompt
 trains on its reused pilot rows plus its commit rows as one GRPO group, whose size varies with its commit; a prompt
 is committed at most once a step (the candidates are distinct prompts, none already in the step's batch).
+
+Like Pilot-Commit it holds a ``PilotStore`` (the kept pilot groups, the buffer, the eviction marks and their saved
+state) and calls only its public methods; it shares nothing else with Pilot-Commit's allocator.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Each round pilots the dataloader's new prompts with ``exploration.n`` rollouts a
 the batch's remaining need from the buffer with ``rollout.n`` rollouts, both in the round's one
 generation call. A pilot group whose pass rate lands in the band waits in the buffer; a committed
 prompt trains on its stored pilot rollouts plus its new commit rollouts, as one GRPO group. Solved
-prompts are marked for eviction and leave the dataset at the epoch's end.
+prompts are marked for eviction and leave the dataset at the epoch's end. The pilot groups, the
+buffer and the eviction marks are a ``PilotStore``'s, one the knapsack holds too.
 
 With ``exploration.screen_n`` a pilot starts with ``screen_n`` rollouts; only prompts whose screen
 disagrees get the rest of their pilot, in the next round's generation call, and the band test then
