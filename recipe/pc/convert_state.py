@@ -22,7 +22,7 @@ from recipe.pc.replay_buffer import BufferEntry
 
 def convert(old: dict, rollout_n: int, n_effective: int | None, exploration_n: int | None = None) -> dict:
     """The current-format state of an old state dict (buffer payloads holding full DataProto rows)."""
-    from recipe.pc.allocators.pilot_commit import PilotRef, PilotRound, buffer_to_plain
+    from recipe.pc.allocators.pilot_store import PilotRef, PilotRound, buffer_to_plain
 
     entries = old["buffer"]["entries"]
     rounds, n_pilot = {}, set()

@@ -14,6 +14,9 @@ A buffered prompt the knapsack passes over stays buffered, until it goes stale, 
 passes over is dropped: deferred or skipped for this epoch, as Pilot-Commit does with every edge. A committed prompt
 trains on its reused pilot rows plus its commit rows as one GRPO group, whose size varies with its commit; a prompt
 is committed at most once a step (the candidates are distinct prompts, none already in the step's batch).
+
+Like Pilot-Commit it holds a ``PilotStore`` (the kept pilot groups, the buffer, the eviction marks and their saved
+state) and calls only its public methods; it shares nothing else with Pilot-Commit's allocator.
 """
 
 from __future__ import annotations
@@ -24,22 +27,27 @@ import numpy as np
 from verl import DataProto
 
 from recipe.pc import metric_names as m
-from recipe.pc.allocation import DownsampleSettings, GroupVerdict, commit_size, select_responses
-from recipe.pc.allocators.base import COMMIT, PILOT, Request, RoundPlan, RoundResult, StepView, register
-from recipe.pc.allocators.pilot_commit import (
-    NEW_PILOTS,
-    PilotCommitAllocator,
-    PilotRef,
-    RoundContext,
-    buffer_from_plain,
-    buffer_to_plain,
+from recipe.pc.allocation import DownsampleSettings, commit_size, select_responses
+from recipe.pc.allocators.base import (
+    COMMIT,
+    PILOT,
+    Allocator,
+    Request,
+    RoundPlan,
+    RoundResult,
+    StepView,
+    Verdict,
+    register,
 )
+from recipe.pc.allocators.pilot_store import ClassifiedPilot, PilotStore, buffer_from_plain, buffer_to_plain
 from recipe.pc.compact import Segment
 from recipe.pc.errors import PCConfigError, PCConfigErrors
 from recipe.pc.knapsack import commit_values, size_commits
 from recipe.pc.registry import KeyGroup, key
-from recipe.pc.replay_buffer import BufferEntry, Draw
+from recipe.pc.replay_buffer import BufferEntry, Draw, PilotReplayBuffer
 from recipe.pc.settings import PCSettings
+
+NEW_PILOTS = "pilot"  # the request name of a round's pilots
 
 
 @dataclass(frozen=True)
@@ -79,10 +87,14 @@ class KnapsackSettings(KeyGroup):
 
 
 @dataclass(frozen=True)
-class SizedContext(RoundContext):
-    """Pilot-Commit's round context, the draws sorted by commit size, and each draw's size."""
+class SizedContext:
+    """What ``plan`` took out of the buffer and the edges, for ``absorb``: the draws sorted by commit size, where
+    their reused pilot rows lie, and each draw's size."""
 
-    sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    prompts: DataProto
+    draws: list[Draw]
+    reused: list[Segment]
+    sizes: np.ndarray
 
 
 @dataclass
@@ -101,9 +113,15 @@ def commit_request(size: int) -> str:
 
 
 @register
-class KnapsackAllocator(PilotCommitAllocator):
+class KnapsackAllocator(Allocator):
     name = "knapsack"
+    filter_timer = "pilot_filter"
     keys = KnapsackSettings
+
+    @classmethod
+    def group_size(cls, pc: PCSettings) -> int:
+        # The mean group: a full step spends Pilot-Commit's commit rollouts on its prompts.
+        return pc.pilot.n_effective + pc.n_commit
 
     @classmethod
     def group_size_range(cls, pc: PCSettings) -> tuple[int, int]:
@@ -111,9 +129,18 @@ class KnapsackAllocator(PilotCommitAllocator):
         return reused + k.min_commit, reused + k.max_commit
 
     @classmethod
+    def idle_rounds(cls, pc: PCSettings) -> int:
+        # A step's first round commits nothing when nothing is buffered.
+        return 1
+
+    @classmethod
+    def state_settings(cls, pc: PCSettings) -> dict:
+        return PilotStore.state_settings(pc)
+
+    @classmethod
     def check_settings(cls, pc: PCSettings) -> None:
         """Every setting the knapsack cannot run, all at once, each naming the value to set."""
-        super(PilotCommitAllocator, cls).check_settings(pc)  # the base refuses screening pilots
+        super().check_settings(pc)  # the base refuses screening pilots
         k, n, problems = pc.group(KnapsackSettings), pc.n_commit, []
         if n % k.unit:
             problems.append(
@@ -160,18 +187,27 @@ class KnapsackAllocator(PilotCommitAllocator):
 
     def __init__(self, pc, rng):
         super().__init__(pc, rng)
+        self.store = PilotStore(pc.pilot, pc.buffer, pc.agg_metric, rng)
         self.edges: list[BufferEntry] = []  # last round's pilots that Pilot-Commit would not buffer
         self.tally = StepTally()
+
+    @property
+    def buffer(self) -> PilotReplayBuffer:
+        return self.store.buffer
+
+    @property
+    def evict_next_epoch(self) -> set[int]:
+        return self.store.evict_next_epoch
 
     # ------------------------------------------------------------------ a round
     def plan(self, prompts: DataProto, view: StepView) -> RoundPlan:
         draws, sizes = self._choose(commit_size(view.needed, len(self.buffer)), view)
-        commit_prompts, reused = self._take_from_buffer(draws)
+        commit_prompts, reused = self.store.draw_rows(draws)
         requests = [Request(NEW_PILOTS, prompts, self.pc.pilot.n, PILOT)]
         for size in np.unique(sizes).tolist():
             block = np.flatnonzero(sizes == size)  # draws are sorted by size: one block each
             requests.append(Request(commit_request(size), commit_prompts.select_idxs(block), size, COMMIT))
-        return RoundPlan(tuple(requests), SizedContext(prompts, draws, reused, None, sizes))
+        return RoundPlan(tuple(requests), SizedContext(prompts, draws, reused, sizes))
 
     def _choose(self, count: int, view: StepView) -> tuple[list[Draw], np.ndarray]:
         """The knapsack over the buffered and edge prompts: the draws it commits, sorted by size, and their sizes.
@@ -229,7 +265,10 @@ class KnapsackAllocator(PilotCommitAllocator):
         ctx: SizedContext = plan.context
         result = RoundResult()
         taken = view.committed_ids | {d.entry.prompt_id for d in ctx.draws}
-        self._absorb_pilot(generated[NEW_PILOTS], ctx.prompts, result, view.step, taken)
+        rows = generated[NEW_PILOTS]
+        pilot = self.store.classify(rows, ctx.prompts, taken)
+        result.verdicts.append(Verdict(pilot.verdict, pilot.values))
+        self._keep_pilots(rows, ctx.prompts, pilot, view.step)
         if not ctx.draws:
             return result
         result.committed_ids = np.array([d.entry.prompt_id for d in ctx.draws], dtype=np.int64)
@@ -238,18 +277,18 @@ class KnapsackAllocator(PilotCommitAllocator):
         result.segments = [*ctx.reused, *commits]
         return result
 
-    def _keep_pilots(self, rows: DataProto, prompts: DataProto, verdict: GroupVerdict, values, step, fresh) -> None:
-        """Park the band's prompts in the buffer and keep the others for the next plan. An edge prompt that is
-        still buffered from an earlier pilot keeps its buffered entry, as Pilot-Commit does."""
-        stats = verdict.stats
-        band = verdict.passed & fresh
-        edge = ~verdict.passed & fresh & np.array([i not in self.buffer for i in stats.prompt_ids.tolist()])
+    def _keep_pilots(self, rows: DataProto, prompts: DataProto, pilot: ClassifiedPilot, step: int) -> None:
+        """Park the band's fresh prompts in the buffer and keep the other fresh ones for the next plan. An edge prompt
+        that is still buffered from an earlier pilot keeps its buffered entry, as Pilot-Commit does."""
+        stats = pilot.verdict.stats
+        band = pilot.verdict.passed & pilot.fresh
+        edge = ~pilot.verdict.passed & pilot.fresh & np.array([i not in self.buffer for i in stats.prompt_ids.tolist()])
         kept = np.flatnonzero(band | edge)
         if not kept.size:
             return
-        pilot_round, group_values = self._store_pilots(rows, prompts, stats.first_row[kept], values)
+        refs, group_values = self.store.store(rows, prompts, stats.first_row[kept], pilot.values)
         for position, i in enumerate(kept.tolist()):
-            prompt_id, ref = int(stats.prompt_ids[i]), PilotRef(pilot_round, position)
+            prompt_id, ref = int(stats.prompt_ids[i]), refs[position]
             if band[i]:
                 self.buffer.add(prompt_id, ref, group_values[position], step)
             else:
@@ -260,7 +299,7 @@ class KnapsackAllocator(PilotCommitAllocator):
         return len(self.buffer) + len(self.edges)
 
     def end_step(self, step: int) -> dict:
-        metrics = super().end_step(step)
+        metrics = self.store.end_step(step)
         tally, self.tally = self.tally, StepTally()
         sizes = np.concatenate(tally.sizes).astype(np.float64) if tally.sizes else np.zeros(0)
         metrics[f"{m.KNAPSACK_COMMIT_SIZE}/count"] = int(sizes.size)
@@ -278,19 +317,21 @@ class KnapsackAllocator(PilotCommitAllocator):
         # An edge prompt the pilot marked solved leaves the data now: it must not be committed next epoch either.
         evicted = {int(i) for i in self.evict_next_epoch} if hasattr(dataset, "evict") else set()
         self.edges = [edge for edge in self.edges if int(edge.prompt_id) not in evicted]
-        return super().end_epoch(dataset)
+        return self.store.evict(dataset)
 
     def drop_pending(self) -> int:
         dropped, self.edges = len(self.edges), []
-        return super().drop_pending() + dropped
+        return self.buffer.flush_all() + dropped
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "edges": buffer_to_plain(self.edges, 0)}
+        # The store's keys beside the edges: Pilot-Commit's state layout with one key more.
+        return {**self.store.state_dict(), "edges": buffer_to_plain(self.edges, 0)}
 
     def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
+        self.store.load_state_dict(state)
         self.edges = buffer_from_plain(state["edges"])["entries"]
 
     def summary(self) -> str:
-        return f"{super().summary()} edges={len(self.edges)}"
+        # Pilot-Commit's fields, so that save and resume lines read alike; the knapsack never screens.
+        return f"{self.store.summary()} screened=0 edges={len(self.edges)}"
