@@ -11,32 +11,52 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import sys
+import types
 
 import torch
 
 from recipe.pc import checkpoint as ckpt
+from recipe.pc.allocators.pilot_store import PilotRef, PilotRound, buffer_to_plain
 from recipe.pc.compact import CompactRows
 from recipe.pc.replay_buffer import BufferEntry
 
+# Earlier releases defined the buffer payloads in the trainer module, and their pickles name them there.
+MOVED_CLASSES = {
+    ("recipe.pc.pc_ray_trainer", "PilotRound"): PilotRound,
+    ("recipe.pc.pc_ray_trainer", "PilotRef"): PilotRef,
+}
+
+
+class OldStateUnpickler(pickle.Unpickler):
+    """Resolves the classes that have moved since an old state was pickled to where they live now."""
+
+    def find_class(self, module, name):
+        moved = MOVED_CLASSES.get((module, name))
+        return moved if moved is not None else super().find_class(module, name)
+
+
+# torch.load takes a pickle module and unpickles a (zip-format, as torch.save writes) file with its Unpickler.
+OLD_STATE_PICKLE = types.SimpleNamespace(__name__="old_state_pickle", Unpickler=OldStateUnpickler)
+
 
 def convert(old: dict, rollout_n: int, n_effective: int | None, exploration_n: int | None = None) -> dict:
-    """The current-format state of an old state dict (buffer payloads holding full DataProto rows)."""
-    from recipe.pc.allocators.pilot_store import PilotRef, PilotRound, buffer_to_plain
-
+    """The current-format state of an old state dict (buffer payloads holding full DataProto rows, or, from the
+    releases that compacted them, ``CompactRows``)."""
     entries = old["buffer"]["entries"]
     rounds, n_pilot = {}, set()
     new_entries = []
     for e in entries:
         ref = e.payload
-        if isinstance(ref.round.rollouts, CompactRows):
-            raise ValueError("this state already holds compact rows; it is not an old-format state")
         key = id(ref.round)
         if key not in rounds:
-            n_pilot.add(ref.round.n_pilot)
-            rounds[key] = PilotRound(
-                ref.round.prompts, CompactRows.from_proto(ref.round.rollouts, ref.round.n_pilot), ref.round.n_pilot
-            )
+            old_round = ref.round
+            n_pilot.add(old_round.n_pilot)
+            rollouts = old_round.rollouts
+            if not isinstance(rollouts, CompactRows):
+                rollouts = CompactRows.from_proto(rollouts, old_round.n_pilot)
+            rounds[key] = PilotRound(old_round.prompts, rollouts, old_round.n_pilot)
         new_entries.append(
             BufferEntry(
                 e.prompt_id, PilotRef(rounds[key], ref.position), e.metric_values, e.inserted_step, e.insertion_order
@@ -91,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isfile(args.path):
         ap.error(f"{args.path} does not exist")
     # The one deliberate full unpickle: the user vouches for this file by running the converter on it.
-    old = torch.load(args.path, weights_only=False, map_location="cpu")
+    old = torch.load(args.path, weights_only=False, map_location="cpu", pickle_module=OLD_STATE_PICKLE)
     if isinstance(old, dict) and old.get("format") == ckpt.FORMAT:
         print(f"{args.path} is already in format version {old.get('version')}; nothing to do")
         return 0

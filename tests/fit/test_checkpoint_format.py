@@ -4,16 +4,29 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import sys
+import types
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
 import torch
 from pc_standins import StandInActorWorkerGroup
-from support import FIXTURES, assert_resumed_like, build_trainer, env_file_logger, fit_run, run_module
+from support import (
+    FIXTURES,
+    assert_resumed_like,
+    build_trainer,
+    env_file_logger,
+    fit_run,
+    resume_run,
+    run_module,
+)
 from verl import DataProto
 
 from recipe.pc import checkpoint as ckpt
-from recipe.pc.allocators.pilot_commit import PilotRef, PilotRound, buffer_from_plain
+from recipe.pc import convert_state
+from recipe.pc.allocators.pilot_store import buffer_from_plain
 from recipe.pc.compact import Segment, assemble
 from recipe.pc.replay_buffer import BufferEntry
 
@@ -249,29 +262,59 @@ def test_newer_state_version_is_named(tmp_path, tokenizer):
     assert str(path) in str(err)
 
 
-def write_old_format(path, trainer):
-    """The state as the previous release pickled it: buffer entries holding full DataProto rows."""
+OLD_MODULE = "recipe.pc.pc_ray_trainer"  # where releases before the plain-data format defined the buffer payloads
+
+
+@dataclass
+class OldPilotRound:
+    """The earlier releases' payload classes, pickled under their names (which that module no longer holds)."""
+
+    prompts: DataProto
+    rollouts: object  # DataProto rows; CompactRows in the releases that already compacted them
+    n_pilot: int
+
+
+@dataclass(frozen=True)
+class OldPilotRef:
+    round: OldPilotRound
+    position: int
+
+
+OldPilotRound.__module__ = OldPilotRef.__module__ = OLD_MODULE
+OldPilotRound.__qualname__, OldPilotRef.__qualname__ = "PilotRound", "PilotRef"
+
+
+def write_old_format(path, trainer, compact=False):
+    """The state as an earlier release pickled it: buffer entries holding full DataProto rows, or (``compact``) the
+    compact rows of the releases just before the plain-data format."""
     rounds = {}
     entries = []
     for e in trainer.allocator.buffer.entries():
         r = e.payload.round
         if id(r) not in rounds:
-            rounds[id(r)] = PilotRound(r.prompts, assemble([Segment(r.rollouts)], None, "old rows"), r.n_pilot)
-        ref = PilotRef(rounds[id(r)], e.payload.position)
+            rows = r.rollouts if compact else assemble([Segment(r.rollouts)], None, "old rows")
+            rounds[id(r)] = OldPilotRound(r.prompts, rows, r.n_pilot)
+        ref = OldPilotRef(rounds[id(r)], e.payload.position)
         entries.append(BufferEntry(e.prompt_id, ref, e.metric_values, e.inserted_step, e.insertion_order))
-    torch.save(
-        {
-            "buffer": {"entries": entries, "next_order": trainer.allocator.buffer.state_dict()["next_order"]},
-            "rng": trainer.rng.bit_generator.state,
-            "evict_next_epoch": sorted(trainer.allocator.evict_next_epoch),
-            "dataset": trainer.train_dataset.state_dict(),
-            **trainer.counters.state_dict(),
-        },
-        path,
-    )
+    old_module = types.ModuleType(OLD_MODULE)
+    old_module.PilotRound, old_module.PilotRef = OldPilotRound, OldPilotRef
+    with pytest.MonkeyPatch.context() as patch:
+        # Pickling finds a class through its module; the old names exist only while the file is written.
+        patch.setitem(sys.modules, OLD_MODULE, old_module)
+        torch.save(
+            {
+                "buffer": {"entries": entries, "next_order": trainer.allocator.buffer.state_dict()["next_order"]},
+                "rng": trainer.rng.bit_generator.state,
+                "evict_next_epoch": sorted(trainer.allocator.evict_next_epoch),
+                "dataset": trainer.train_dataset.state_dict(),
+                **trainer.counters.state_dict(),
+            },
+            path,
+        )
+    assert f"{OLD_MODULE}\nPilotRound".encode() in open(path, "rb").read()
 
 
-@pytest.mark.slow  # three runs: the whole, its first half, the converted resume
+@pytest.mark.slow  # four runs: the whole, its first half, a resume from each converted layout
 def test_old_pickle_state_is_refused_with_the_conversion_command_which_then_resumes_exactly(
     tmp_path, tokenizer, capsys
 ):
@@ -280,15 +323,44 @@ def test_old_pickle_state_is_refused_with_the_conversion_command_which_then_resu
     cut_dir.mkdir()
     first = fit(cut_dir, tokenizer, 3, ["trainer.save_freq=3"])
     path = state_path(cut_dir, 3)
+    saved = torch.load(path, weights_only=True)
+    compact_folder = tmp_path / "compact" / "global_step_3"
+    shutil.copytree(path.parent, compact_folder)
     write_old_format(path, first)
+    write_old_format(compact_folder / ckpt.STATE_FILE, first, compact=True)
     resume_fails(
         cut_dir, tokenizer, r"releases before the plain-data format .* python -m recipe.pc.convert_state .*--rollout-n"
     )
 
     assert run_module("recipe.pc.convert_state", str(path), "--rollout-n", "4") == 0
     assert "converted" in capsys.readouterr().out and os.path.exists(f"{path}.pickle-backup")
-    resumed = fit_run(cut_dir, tokenizer, ["trainer.save_freq=3", "trainer.total_training_steps=6"])
-    assert_resumed_like(resumed, full, 3)
+    assert convert_state.main([str(compact_folder / ckpt.STATE_FILE), "--rollout-n", "4"]) == 0
+    for converted in (path, compact_folder / ckpt.STATE_FILE):
+        assert_same_plain(torch.load(converted, weights_only=True), saved)
+    capsys.readouterr()
+    assert convert_state.main([str(path), "--rollout-n", "4"]) == 0  # a current-format file is left as it is
+    assert "nothing to do" in capsys.readouterr().out
+    assert_same_plain(torch.load(path, weights_only=True), saved)
+    extra = ["trainer.save_freq=3", "trainer.total_training_steps=6"]
+    assert_resumed_like(fit_run(cut_dir, tokenizer, extra), full, 3)
+    assert_resumed_like(resume_run(tmp_path / "compact_resumed", tokenizer, extra, compact_folder), full, 3)
+
+
+def assert_same_plain(a, b, where="state"):
+    """Two plain-data states hold the same keys, values and tensors."""
+    assert type(a) is type(b), where
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_same_plain(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same_plain(x, y, f"{where}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and torch.equal(a, b), where
+    else:
+        assert a == b, where
 
 
 @pytest.mark.parametrize("fixture", ["state_v1", "state_v1_evict"])

@@ -44,10 +44,7 @@ from recipe.pc.allocators.base import (
     metric_values,
     register,
 )
-
-# PilotRef, PilotRound and buffer_from_plain were this module's before the pilot store had its own: code that reads a
-# Pilot-Commit state through them imports them from here.
-from recipe.pc.allocators.pilot_store import PilotRef, PilotRound, PilotStore, buffer_from_plain  # noqa: F401
+from recipe.pc.allocators.pilot_store import PilotStore
 from recipe.pc.compact import Segment
 from recipe.pc.replay_buffer import Draw, PilotReplayBuffer
 from recipe.pc.settings import PCSettings
