@@ -309,7 +309,16 @@ PAPER_SCRIPTS = sorted(
     for p in glob.glob(os.path.join(TRAIN_SCRIPTS, "*.sh"))
     if os.path.basename(p).split("_")[0] in ("grpo", "dapo", "pc")
 )
-SCRIPT_ENV = ("MODEL_PATH", "DATA_DIR", "OUT_DIR", "VERL_FILE_LOGGER_PATH", "RAY_TMP", "PRESET", "GRADER")
+SCRIPT_ENV = (
+    "MODEL_PATH",
+    "DATA_DIR",
+    "OUT_DIR",
+    "VERL_FILE_LOGGER_PATH",
+    "RAY_TMP",
+    "PRESET",
+    "GRADER",
+    "SHOW_CONFIG",
+)
 # A stand-in for `python3`: the trainer's command line (and the environment it would start in) is recorded instead of
 # run; any other python3 call (the arithmetic data the one-GPU scripts write) runs for real.
 SHIM = """#!/bin/sh
@@ -581,6 +590,6 @@ def plain_rows(path):
 def clean_env(**extra) -> dict:
     """This environment for a launcher subprocess, without the variables a launcher reads, and ``extra``."""
     drop = ("MODEL_PATH", "DATA_DIR", "OUT_DIR", "VERL_FILE_LOGGER_PATH", "RAY_TMP", "RAY_ADDRESS", "PRESET", "GRADER")
-    env = {k: v for k, v in os.environ.items() if k not in drop + ("TRAINER_CMD", "DRY_RUN")}
+    env = {k: v for k, v in os.environ.items() if k not in drop + ("TRAINER_CMD", "DRY_RUN", "SHOW_CONFIG")}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
     return {**env, **extra}
