@@ -98,11 +98,9 @@ def _allocator(pc: PCSettings) -> str:
     screen = "" if pc.pilot.screen_n is None else f", {pc.pilot.screen_n} of them first as a screen"
     reused = "" if pc.pilot.n_effective == n else f" (reusing {pc.pilot.n_effective} of the pilots)"
     if pc.method == "pilot_commit":
-        return (
-            f"pilot_commit: pilots of {n} (exploration.n) a new prompt{screen}, commits of {c} (rollout.n){kept} a "
-            "buffered prompt; groups of "
-            f"{pc.pilot.n_effective} + {c} = {pc.group_size}{reused}"
-        )
+        pilots, commits = f"pilots of {n} (exploration.n) a new prompt{screen}", f"commits of {c} (rollout.n){kept}"
+        groups = f"groups of {pc.pilot.n_effective} + {c} = {pc.group_size}{reused}"
+        return f"pilot_commit: {pilots}, {commits} a buffered prompt; {groups}"
     if pc.method == "knapsack":
         k = pc.group(KnapsackSettings)
         low, high = pc.allocator.group_size_range(pc)
@@ -128,7 +126,10 @@ def run_steps(config, pc: PCSettings) -> Steps:
     if counted is None:
         if set_steps is None:
             return Steps(
-                None, False, unit, "unknown: trainer.total_training_steps is null and the train rows are not read"
+                None,
+                False,
+                unit,
+                "unknown: trainer.total_training_steps is null and the train rows cannot be read here",
             )
         return Steps(set_steps, True, unit, f"{set_steps:,} {unit} (trainer.total_training_steps)")
     _, usable = counted

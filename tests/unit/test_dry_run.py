@@ -154,7 +154,7 @@ def test_steps_come_from_the_data_when_the_config_does_not_set_them_or_the_data_
     assert short["steps"] == "5 steps: the data ends first (1 epoch × 40 rows // 8 a round = 5 rounds)"
     (tmp_path / "unreadable.parquet").write_bytes(b"")  # no footer to read
     unread = lines_of(from_epochs(**GRPO, data__train_files=str(tmp_path / "unreadable.parquet")))
-    assert unread["steps"] == "unknown: trainer.total_training_steps is null and the train rows are not read"
+    assert unread["steps"] == "unknown: trainer.total_training_steps is null and the train rows cannot be read here"
     assert unread["rollouts"] == "32 a step (8 × 4); in all: unknown steps"
 
 
