@@ -7,7 +7,8 @@
   that a resumed run does what the uninterrupted one did;
 - the launch scripts: ``script_command_line`` (the Hydra overrides a script hands the trainer, run by bash alone),
   ``dry_run`` (those overrides composed and checked in-process, as ``DRY_RUN=1`` does in a Python process of its
-  own), stand-in data and model folders, and ``run_script`` for the few checks that run a script for real.
+  own), ``validate_script`` (what that dry run prints, through main_pc's own dry run, in-process), stand-in data and
+  model folders, and ``run_script`` for the few checks that run a script for real.
 
 Heavy modules (torch, verl, the stand-ins) are imported where they are used, so that a test needing only a path
 does not pay for them.
@@ -43,6 +44,25 @@ def compose_pc_config(overrides: list[str]):
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         return compose(config_name="pc_trainer", overrides=overrides)
+
+
+def changed(base, **values):
+    """A copy of a composed config with ``values`` set (keys with "__" for "."); None deletes a key. Faster than
+    composing again, for tests that vary a few values of one config."""
+    import copy
+
+    from omegaconf import OmegaConf, open_dict
+
+    config = copy.deepcopy(base)
+    for name, value in values.items():
+        key = name.replace("__", ".")
+        if value is None:
+            node, _, leaf = key.rpartition(".")
+            with open_dict(config):
+                del OmegaConf.select(config, node)[leaf]
+        else:
+            OmegaConf.update(config, key, value, force_add=True)
+    return config
 
 
 def run_module(module: str, *args: str) -> int:
@@ -289,7 +309,16 @@ PAPER_SCRIPTS = sorted(
     for p in glob.glob(os.path.join(TRAIN_SCRIPTS, "*.sh"))
     if os.path.basename(p).split("_")[0] in ("grpo", "dapo", "pc")
 )
-SCRIPT_ENV = ("MODEL_PATH", "DATA_DIR", "OUT_DIR", "VERL_FILE_LOGGER_PATH", "RAY_TMP", "PRESET", "GRADER")
+SCRIPT_ENV = (
+    "MODEL_PATH",
+    "DATA_DIR",
+    "OUT_DIR",
+    "VERL_FILE_LOGGER_PATH",
+    "RAY_TMP",
+    "PRESET",
+    "GRADER",
+    "SHOW_CONFIG",
+)
 # A stand-in for `python3`: the trainer's command line (and the environment it would start in) is recorded instead of
 # run; any other python3 call (the arithmetic data the one-GPU scripts write) runs for real.
 SHIM = """#!/bin/sh
@@ -319,11 +348,12 @@ def run_script(script: str, env_extra: dict, *args: str, cwd=None, drop=SCRIPT_E
 
 @dataclasses.dataclass
 class ScriptCall:
-    """What a launch script did up to the trainer: the trainer's Hydra overrides, whether it asked for ``--validate``,
-    the environment the trainer would have started in, and the script's own stderr."""
+    """What a launch script did up to the trainer: the trainer's Hydra overrides, whether it asked for ``--validate``
+    and ``--show-config``, the environment the trainer would have started in, and the script's own stderr."""
 
     overrides: list
     validate: bool
+    show_config: bool
     env: dict
     stderr: str
 
@@ -353,8 +383,9 @@ def script_call(script: str, tmp_path, *args: str, **env_extra) -> ScriptCall:
     argv = out.read_text().split("\0")[:-1]
     assert argv[:2] == ["-m", "recipe.pc.main_pc"], argv[:2]
     recorded = dict(line.split("=", 1) for line in (tmp_path / f"{script}.args.env").read_text().split("\0") if line)
-    overrides = [a for a in argv[2:] if a != "--validate"]
-    return ScriptCall(overrides, "--validate" in argv, recorded, run.stderr)
+    flags = ("--validate", "--show-config")
+    overrides = [a for a in argv[2:] if a not in flags]
+    return ScriptCall(overrides, flags[0] in argv, flags[1] in argv, recorded, run.stderr)
 
 
 def script_command_line(script: str, tmp_path, *args: str, **env_extra) -> list[str]:
@@ -406,6 +437,41 @@ def dry_run(script: str, tmp_path, *args: str, **env_extra) -> DryRun:
     with environment(call.env):
         problems, notes = preflight(config, fetch_model=False)
     return DryRun(config, problems, notes, call.stderr)
+
+
+@dataclasses.dataclass
+class Printed:
+    """What a dry run printed: its exit status, stdout and stderr."""
+
+    code: int
+    out: str
+    err: str
+
+    def errors(self) -> list[str]:
+        return [
+            line.removeprefix("config error: ") for line in self.err.splitlines() if line.startswith("config error: ")
+        ]
+
+
+def validate_script(script: str, tmp_path, *args: str, **env_extra) -> Printed:
+    """What ``DRY_RUN=1 bash train_scripts/<script> ARGS`` prints, without its Python process: bash runs the script up
+    to the trainer's command line (``script_call``); that command line is composed here and goes through
+    ``main_pc.dry_run`` (what ``--validate`` runs, ``--show-config`` as the script asked) in the environment the
+    trainer would have had."""
+    import io
+
+    from recipe.pc import main_pc
+
+    call = script_call(script, tmp_path, *args, DRY_RUN="1", **env_extra)
+    assert call.validate, f"{script} with DRY_RUN=1 did not ask the trainer to --validate"
+    config = compose_pc_config(call.overrides)
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    with environment(call.env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main_pc.dry_run(config, show_config=call.show_config)
+        except SystemExit as exit_:
+            code = exit_.code
+    return Printed(code, out.getvalue(), err.getvalue())
 
 
 def write_parquet_rows(path, rows: int = 512) -> None:
@@ -524,6 +590,6 @@ def plain_rows(path):
 def clean_env(**extra) -> dict:
     """This environment for a launcher subprocess, without the variables a launcher reads, and ``extra``."""
     drop = ("MODEL_PATH", "DATA_DIR", "OUT_DIR", "VERL_FILE_LOGGER_PATH", "RAY_TMP", "RAY_ADDRESS", "PRESET", "GRADER")
-    env = {k: v for k, v in os.environ.items() if k not in drop + ("TRAINER_CMD", "DRY_RUN")}
+    env = {k: v for k, v in os.environ.items() if k not in drop + ("TRAINER_CMD", "DRY_RUN", "SHOW_CONFIG")}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
     return {**env, **extra}

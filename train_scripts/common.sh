@@ -9,9 +9,11 @@
 #   PRESET           reference (default): the authors' run semantics wherever verl 0.9.1 allows |
 #                    improved: our behaviour choices (recipe/pc/config/preset/*.yaml; README table)
 #   GRADER           reference | math_verify | math_dapo: overrides the preset's grader of recipe.pc.rewards.math_reward
-#   DRY_RUN=1        print the composed config and run the start-up checks instead of training (no GPU
-#                    needed): PC keys, verl's config checks, parallel sizes, reward and its grader's packages,
-#                    data files and their rows, model folder
+#   DRY_RUN=1        run the start-up checks instead of training (no GPU needed): PC keys, verl's config
+#                    checks, parallel sizes, reward and its grader's packages, data files and their rows, model
+#                    folder; then print what the run will do: GPUs, rollouts a step and in all, validation and
+#                    checkpoints, their disk, logs
+#   SHOW_CONFIG=1    with DRY_RUN=1: print the composed config first
 #   TRAINER_CMD      the command the overrides go to (default `python3 -m recipe.pc.main_pc`; tests put a stand-in)
 # Extra Hydra overrides given to a script are appended last, so they win.
 
@@ -74,7 +76,10 @@ launch() {
   local overlong_enable=false
   [ "$overlong_len" -gt 0 ] && overlong_enable=true
   local cfg_flag=() trainer
-  [ "${DRY_RUN:-0}" = 1 ] && cfg_flag=(--validate)
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    cfg_flag=(--validate)
+    [ "${SHOW_CONFIG:-0}" = 1 ] && cfg_flag+=(--show-config)
+  fi
   read -ra trainer <<<"${TRAINER_CMD:-python3 -m recipe.pc.main_pc}"
   # The preset is selected first, so every override below (and the script's own) wins over it.
   "${trainer[@]}" \

@@ -13,9 +13,9 @@
 # jobs side by side on one host; the job then also gets a Ray head and job id of its own, as verl names its
 # weight-sync socket by the Ray job id: see run_on_own_ray; PC_SLOT_DIR, default /tmp/pc_ray_slots, holds the slot
 # locks; that head is a `ray start`, so Ray's token authentication applies as on any cluster:
-# scripts/gpu/launch.sh sets RAY_AUTH_MODE=disabled), DRY_RUN=1 (print the composed config and check it, without a
-# GPU; the model is not fetched), TRAINER_CMD (the command the overrides go to, default `python3 -m
-# recipe.pc.main_pc`; the tests put a stand-in there), PRESET (reference or improved, as in common.sh; it also names
+# scripts/gpu/launch.sh sets RAY_AUTH_MODE=disabled), DRY_RUN=1 (check the config without a GPU, the model not
+# fetched, then print what the run will do; SHOW_CONFIG=1 also prints the composed config), TRAINER_CMD (the
+# command the overrides go to, default `python3 -m recipe.pc.main_pc`; the tests put a stand-in there), PRESET (reference or improved, as in common.sh; it also names
 # the experiment, <experiment>-<PRESET>; unset: pc_trainer.yaml's defaults, the improved behaviour, with which the
 # arithmetic comparison ran).
 
@@ -132,7 +132,10 @@ launch_1gpu() {
     [ "${DRY_RUN:-0}" = 1 ] || trainer=(run_on_own_ray "${trainer[@]}")
   fi
   local validate=()
-  [ "${DRY_RUN:-0}" = 1 ] && validate=(--validate)
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    validate=(--validate)
+    [ "${SHOW_CONFIG:-0}" = 1 ] && validate+=(--show-config)
+  fi
   "${trainer[@]}" "${validate[@]}" "${preset[@]}" \
     data.train_files="$data_dir/train.parquet" \
     data.val_files="$data_dir/test.parquet" \

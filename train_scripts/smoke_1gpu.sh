@@ -6,7 +6,8 @@
 # Uses SmolLM2-135M-Instruct from the hub (MODEL_PATH=/local/copy to use a folder) and levels 1-2
 # of data/process_arithmetic.py, written under the output folder on first use (DATA_DIR to use your
 # own train.parquet and test.parquet); see common_1gpu.sh for the environment it reads. Extra Hydra
-# overrides are passed through ("$@"). DRY_RUN=1 prints the config and checks it, on CPU.
+# overrides are passed through ("$@"). DRY_RUN=1 checks the config on CPU and prints what the run will do
+# (SHOW_CONFIG=1: the config too).
 set -euo pipefail
 source "$(dirname "$0")/common_1gpu.sh"
 ARITH_DATA_ARGS=(--levels 1 2 --train 160 --test 32)

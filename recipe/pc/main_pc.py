@@ -1,4 +1,4 @@
-"""Entry point: ``python -m recipe.pc.main_pc [--validate] <hydra overrides>``.
+"""Entry point: ``python -m recipe.pc.main_pc [--validate [--show-config]] <hydra overrides>``.
 
 Composes ``config/pc_trainer.yaml`` over verl's packaged ``ppo_trainer`` and runs verl's
 ``run_ppo`` with a TaskRunner that builds RayPCTrainer (whose allocator ``algorithm.rollout_allocation``
@@ -7,8 +7,9 @@ says.
 
 A misspelt key stops the entry point before Hydra composes, naming the closest real key. Before Ray starts it runs
 every start-up check that needs no GPU (``recipe.pc.startup_checks``), and on a launch that starts its own Ray it
-counts this machine's GPUs. ``--validate`` prints the composed config (as ``--cfg job`` does), runs those checks
-without fetching the model or counting GPUs, and exits non-zero naming each failure. Both warn, one line a data file,
+counts this machine's GPUs. ``--validate`` runs those checks without fetching the model or counting GPUs and exits
+non-zero naming each failure; once they pass it prints what the run will do (``recipe.pc.dry_run.summary``).
+``--show-config`` also prints the composed config first (as ``--cfg job`` does). Both warn, one line a data file,
 about rows whose ground truth is empty, missing or not a string (``ground_truth_warnings``): they are graded, never
 stop a run. verl's known start-up warnings are filtered (``recipe.pc.known_warnings``).
 """
@@ -38,6 +39,7 @@ from verl.utils.device import auto_set_device
 import recipe.pc.allocators  # noqa: F401  (registered before Hydra composes: their key groups join the config)
 import recipe.pc.stages  # noqa: F401
 from recipe.pc import reference_loss
+from recipe.pc.dry_run import summary
 from recipe.pc.startup_checks import ground_truth_warnings, preflight
 
 # Variables the launchers set for the processes inside Ray. A Ray instance started by the driver inherits them;
@@ -115,7 +117,7 @@ class PCTaskRunner(BaseTaskRunner):
 
 
 def _report_and_exit_on_problems(config, fetch_model: bool) -> None:
-    # verl's checks print to stdout; keep stdout for the config that --validate prints.
+    # verl's checks print to stdout; keep stdout for what --validate prints.
     with contextlib.redirect_stdout(sys.stderr):
         problems, notes = preflight(config, fetch_model)
     for note in notes:
@@ -188,11 +190,24 @@ def main(config):
     run_ppo(config, task_runner_class=PCTaskRunner)
 
 
-@hydra.main(config_path="config", config_name=CONFIG_NAME, version_base=None)
-def validate(config):
-    print(OmegaConf.to_yaml(config), end="")
+def dry_run(config, show_config: bool = False) -> None:
+    """``--validate``: the composed config if asked for, the start-up checks (exit 1 on a problem), then the summary of
+    what the run will do, on stdout."""
+    if show_config:
+        print(OmegaConf.to_yaml(config), end="")
     _report_and_exit_on_problems(config, fetch_model=False)
     print("config checks passed", file=sys.stderr)
+    print("\n".join(summary(config)))
+
+
+@hydra.main(config_path="config", config_name=CONFIG_NAME, version_base=None)
+def validate(config):
+    dry_run(config)
+
+
+@hydra.main(config_path="config", config_name=CONFIG_NAME, version_base=None)
+def validate_and_show_config(config):
+    dry_run(config, show_config=True)
 
 
 # ---------------------------------------------------------------------- keys the config does not have
@@ -279,28 +294,35 @@ def unknown_key_problems(overrides: list[str]) -> list[str]:
 
 
 USAGE = (
-    "usage: python -m recipe.pc.main_pc [--validate] KEY=VALUE ...\n"
-    "  --validate  print the composed config and run every start-up check that needs no GPU (no model download, no\n"
-    "              Ray), then exit: 0 when the run would start, 1 with one 'config error:' line per problem\n"
+    "usage: python -m recipe.pc.main_pc [--validate [--show-config]] KEY=VALUE ...\n"
+    "  --validate     run every start-up check that needs no GPU (no model download, no Ray), then print what the run\n"
+    "                 will do (GPUs, rollouts, validation, checkpoints and their disk, logs) and exit: 0 when the run\n"
+    "                 would start, 1 with one 'config error:' line per problem\n"
+    "  --show-config  with --validate: print the composed config first\n"
     "Hydra's own help follows.\n"
 )
 
 
 def entry(argv: list[str] | None = None) -> None:
-    """``python -m recipe.pc.main_pc [--validate] OVERRIDES``. A misspelt key stops here with one line naming the
-    closest real key, before Hydra's own composition."""
+    """``python -m recipe.pc.main_pc [--validate [--show-config]] OVERRIDES``. A misspelt key stops here with one line
+    naming the closest real key, before Hydra's own composition."""
     from hydra._internal.utils import get_args_parser
 
     argv = sys.argv[1:] if argv is None else argv
-    dry_run = "--validate" in argv
-    argv = [a for a in argv if a != "--validate"]
-    if dry_run:
+    checking, show_config = "--validate" in argv, "--show-config" in argv
+    argv = [a for a in argv if a not in ("--validate", "--show-config")]
+    if show_config and not checking:
+        print(
+            "config error: --show-config goes with --validate (DRY_RUN=1 SHOW_CONFIG=1 in the scripts)", file=sys.stderr
+        )
+        sys.exit(1)
+    if checking:
         print(
             "pilot-commit dry run: composing the config and running the start-up checks (no GPU, no model download)",
             file=sys.stderr,
         )
     args = get_args_parser().parse_args(argv)
-    if args.help:  # Hydra's help knows nothing of --validate: say it first
+    if args.help:  # Hydra's help knows nothing of --validate and --show-config: say them first
         print(USAGE)
     # Hydra's own modes (help, info, another config, sweeps) compose differently: they keep Hydra's messages.
     own_modes = (args.help, args.hydra_help, args.info, args.shell_completion, args.experimental_rerun, args.multirun)
@@ -311,7 +333,7 @@ def entry(argv: list[str] | None = None) -> None:
         if problems:
             sys.exit(1)
     sys.argv = [sys.argv[0], *argv]
-    (validate if dry_run else main)()
+    (validate_and_show_config if show_config else validate if checking else main)()
 
 
 if __name__ == "__main__":

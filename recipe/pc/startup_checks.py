@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import glob
 import importlib.util
@@ -184,37 +183,47 @@ def _check_data_files(config) -> None:
         raise FileNotFoundError("data files not found: " + "; ".join(missing) + (f"; {hint}" if hint else ""))
 
 
+def train_rows(config) -> tuple[int, int] | None:
+    """(rows of the train files, the rows verl loads: ``data.train_max_samples`` applied), read from parquet footers:
+    no row is loaded. None when a train file is remote, missing, not a parquet or unreadable (the dataset loader names
+    it at launch)."""
+    counts = []
+    for path in _data_paths(config, "data.train_files"):
+        local = os.path.expanduser(path)
+        if "://" in path or not path.endswith(".parquet") or not os.path.exists(local):
+            return None
+        try:
+            counts.append(pq.ParquetFile(local).metadata.num_rows)
+        except Exception:
+            return None
+    if not counts:
+        return None
+    rows = sum(counts)
+    limit = config.data.get("train_max_samples", -1) or -1
+    return rows, (min(rows, limit) if limit > 0 else rows)
+
+
 def _check_data_rows(config) -> None:
     """Every local data file in a format verl reads, and at least one generation batch of train rows: the trainer
-    refuses fewer, but only after the workers have started. Rows are read from parquet footers: no row is loaded."""
-    problems, train_counts = [], []
+    refuses fewer, but only after the workers have started."""
+    problems = []
     for key in DATA_KEYS:
         for path in _data_paths(config, key):
-            local, rows = os.path.expanduser(path), None  # None: not counted
-            if "://" in path or not os.path.exists(local):
-                pass  # remote: read at launch; missing: named by _check_data_files
-            elif not path.endswith(DATA_SUFFIXES):
+            if "://" not in path and os.path.exists(os.path.expanduser(path)) and not path.endswith(DATA_SUFFIXES):
                 problems.append(f"{key}: {path} is not a {', '.join(DATA_SUFFIXES)} file, the formats verl reads")
-            elif path.endswith(".parquet"):
-                # A footer that cannot be read leaves the file to the dataset loader, which names it at launch (the
-                # tests' stand-in data files are empty).
-                with contextlib.suppress(Exception):
-                    rows = pq.ParquetFile(local).metadata.num_rows
-            if key == "data.train_files":
-                train_counts.append(rows)
     if problems:
         raise ValueError("; ".join(problems))
-    if not train_counts or None in train_counts:
+    counted = train_rows(config)
+    if counted is None:
         return
-    train_rows = sum(train_counts)
+    rows, usable = counted
     limit = config.data.get("train_max_samples", -1) or -1
-    usable = min(train_rows, limit) if limit > 0 else train_rows
     try:
         gen_batch = PCSettings.from_config(config).gen_batch_size
     except ValueError:
         return  # _check_pc names the bad setting
     if usable < gen_batch:
-        limited = f" (data.train_max_samples={limit} of {train_rows})" if usable < train_rows else ""
+        limited = f" (data.train_max_samples={limit} of {rows})" if usable < rows else ""
         raise ValueError(
             f"data.train_files ({', '.join(_data_paths(config, 'data.train_files'))}) have {usable} rows{limited}, "
             "fewer than one generation batch "

@@ -2,8 +2,9 @@
 
 Checked here: the README's length and the order of its first sections; no reference a reader cannot follow (files
 outside the repository, spec sections, issue numbers, batch numbers) in the README or a top-level docs page; every
-relative link and anchor resolves; the keys table names keys of the composed config with their defaults; the
-regime ledger cites committed tables and takes its numbers from them.
+relative link and anchor resolves; the keys table names keys of the composed config with their defaults; the dry run
+example of the reliability page is what the smoke script prints; the regime ledger cites committed tables and takes
+its numbers from them.
 """
 
 import glob
@@ -13,7 +14,7 @@ import re
 
 import pytest
 from omegaconf import OmegaConf
-from support import ROOT, compose_pc_config
+from support import ROOT, compose_pc_config, validate_script, write_parquet_rows
 
 README = os.path.join(ROOT, "README.md")
 REGIMES = os.path.join(ROOT, "docs", "results", "regimes")
@@ -332,3 +333,15 @@ def test_plan_s_measured_ratios_are_the_ledger_s():
             ledger.add((*key, float(ratio[1])))
     assert len(ledger) >= 8
     assert set(MEASURED_AGAINST_GRPO) == ledger
+
+
+def test_the_dry_run_example_of_the_reliability_page_is_what_the_smoke_script_prints(tmp_path):
+    """docs/reliability.md shows the smoke script's dry run: its data (160 train rows), its hub model, its folder."""
+    text = read(os.path.join(ROOT, "docs", "reliability.md"))
+    shown = re.search(r"### What the dry run says\n.*?```\n(.*?)```", text, flags=re.S).group(1)
+    for name, rows in (("train.parquet", 160), ("test.parquet", 32)):
+        write_parquet_rows(tmp_path / "data" / name, rows)
+    out_dir = tmp_path / "outputs" / "smoke_1gpu"
+    printed = validate_script("smoke_1gpu.sh", tmp_path, DATA_DIR=str(tmp_path / "data"), OUT_DIR=str(out_dir))
+    assert printed.code == 0, printed.err[-2000:]
+    assert printed.out.replace(str(tmp_path), "<repo>") == shown

@@ -10,6 +10,8 @@ import sys
 import yaml
 from support import FIXTURES, ROOT, clean_env
 
+from recipe.pc.dry_run import HEADER
+
 EXAMPLE = re.search(
     r"```python\n(.*?)```",
     (text := open(os.path.join(ROOT, "docs", "architecture.md")).read())[text.index("## Writing an allocator") :],
@@ -51,11 +53,17 @@ def test_the_documented_allocator_registered_by_environment_works_in_the_tools_a
         ["bash", script, "algorithm.rollout_allocation=skip_agreed", "algorithm.skip_agreed.patience=2"],
         capture_output=True,
         text=True,
-        env={**env, "DRY_RUN": "1", "OUT_DIR": str(tmp_path / "out")},
+        env={**env, "DRY_RUN": "1", "SHOW_CONFIG": "1", "OUT_DIR": str(tmp_path / "out")},
         cwd=tmp_path,
         timeout=300,
     )
     assert dry.returncode == 0, dry.stderr[-3000:]
-    algorithm = yaml.safe_load(dry.stdout)["algorithm"]
+    printed_config, printed_summary = dry.stdout.split(HEADER)
+    algorithm = yaml.safe_load(printed_config)["algorithm"]
     assert algorithm["rollout_allocation"] == "skip_agreed" and algorithm["skip_agreed"] == {"patience": 2}
     assert "config checks passed" in dry.stderr
+    # The summary knows no rollout counts of an allocator it has not met.
+    assert (
+        "  allocator   skip_agreed: groups of 4 (an allocator of yours: no rollout counts below)\n" in printed_summary
+    )
+    assert "  rollouts" not in printed_summary

@@ -9,6 +9,8 @@ import subprocess
 import yaml
 from support import ROOT, clean_env
 
+from recipe.pc.dry_run import HEADER
+
 LAUNCHERS = sorted(
     path
     for path in glob.glob(os.path.join(ROOT, "train_scripts", "*.sh"))
@@ -56,7 +58,7 @@ def test_every_script_passes_preset_through_and_names_its_data_script(tmp_path):
 
 def test_a_paper_dry_run_starts_with_its_own_line_and_names_the_data_script(tmp_path):
     script = os.path.join(ROOT, "train_scripts", "pc_qwen3-4b_p16c48.sh")
-    env = clean_env(DRY_RUN="1", PRESET="improved", DATA_DIR=str(tmp_path))
+    env = clean_env(DRY_RUN="1", SHOW_CONFIG="1", PRESET="improved", DATA_DIR=str(tmp_path))
     out = subprocess.run(["bash", script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert out.returncode == 1, out.stderr[-3000:]
     lines = out.stderr.splitlines()
@@ -65,4 +67,5 @@ def test_a_paper_dry_run_starts_with_its_own_line_and_names_the_data_script(tmp_
     errors = [line for line in lines if line.startswith("config error: ")]
     assert len(errors) == 1 and errors[0].startswith("config error: data files not found: "), errors
     assert errors[0].endswith(f"write them with: DATA_DIR={tmp_path} bash {ROOT}/data/e2e_process_data.sh")
-    assert yaml.safe_load(out.stdout)["trainer"]["preset"] == "improved"
+    # The config asked for comes before the checks; a refused run gets no summary.
+    assert yaml.safe_load(out.stdout)["trainer"]["preset"] == "improved" and HEADER not in out.stdout

@@ -10,6 +10,7 @@ dry run, the one-GPU smoke script's dry run with nothing set, and the message fo
 
 import glob
 import os
+import re
 import subprocess
 
 import pandas as pd
@@ -29,8 +30,10 @@ from support import (
     script_call,
     stand_in_data_dir,
     stand_in_model,
+    validate_script,
 )
 
+from recipe.pc.dry_run import HEADER
 from recipe.pc.parallel import check_parallel_sizes
 from recipe.pc.settings import PCSettings
 
@@ -78,15 +81,17 @@ def test_paper_script_composes_and_validates(script, data_dir, tmp_path):
 
 
 def test_paper_script_dry_run_in_its_own_process_prints_what_is_composed_here(data_dir, model_dir, tmp_path):
-    """The in-process dry runs above stand for this one: the same config, printed by the script's own Python process
-    (cwd: Hydra's run folder goes under tmp_path, not the repository)."""
-    env = {"DATA_DIR": data_dir, "MODEL_PATH": model_dir, "NNODES": "2", "NGPUS_PER_NODE": "4"}
+    """The in-process dry runs stand for this one: the same config and the same summary, printed by the script's own
+    Python process (cwd: Hydra's run folder goes under tmp_path, not the repository)."""
+    env = {"DATA_DIR": data_dir, "MODEL_PATH": model_dir, "NNODES": "2", "NGPUS_PER_NODE": "4", "SHOW_CONFIG": "1"}
     out = run_script("pc_qwen3-4b_p16c48.sh", {"DRY_RUN": "1", **env}, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "config checks passed" in out.stderr
     here = dry_run("pc_qwen3-4b_p16c48.sh", tmp_path, **env)
     assert here.problems == []
-    assert yaml.safe_load(out.stdout) == OmegaConf.to_container(here.config)
+    printed_config, _ = out.stdout.split(HEADER)
+    assert yaml.safe_load(printed_config) == OmegaConf.to_container(here.config)
+    assert out.stdout == validate_script("pc_qwen3-4b_p16c48.sh", tmp_path, **env).out
 
 
 def test_script_environment_and_passthrough_overrides(data_dir, model_dir, tmp_path):
@@ -158,11 +163,10 @@ def test_smoke_script_runs_with_nothing_set_and_reuses_its_data(tmp_path):
     out_dir = tmp_path / "out"
     first = run_script("smoke_1gpu.sh", {"DRY_RUN": "1", "OUT_DIR": str(out_dir)}, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
-    cfg = yaml.safe_load(first.stdout)
+    # What the run will do, without the config (SHOW_CONFIG unset).
+    assert first.stdout.startswith(f"{HEADER} (pilot-commit/smoke_1gpu)\n")
+    assert f"  logs        console; file {out_dir / 'metrics.jsonl'}\n" in first.stdout
     data = out_dir / "data"
-    assert cfg["actor_rollout_ref"]["model"]["path"] == SMOL
-    assert cfg["data"]["train_files"] == str(data / "train.parquet")
-    assert cfg["data"]["val_files"] == str(data / "test.parquet")
     assert len(pd.read_parquet(data / "train.parquet")) == 160 and len(pd.read_parquet(data / "test.parquet")) == 32
     assert _levels(str(data / "train.parquet")) == {1, 2}
     assert f"smoke_1gpu: model {SMOL}, data {data}, metrics {out_dir / 'metrics.jsonl'}" in first.stderr
@@ -171,7 +175,10 @@ def test_smoke_script_runs_with_nothing_set_and_reuses_its_data(tmp_path):
 
     stamp = os.stat(data / "train.parquet").st_mtime_ns
     second = script_call("smoke_1gpu.sh", tmp_path, DRY_RUN="1", OUT_DIR=str(out_dir))
-    assert second.overrides and os.stat(data / "train.parquet").st_mtime_ns == stamp
+    assert os.stat(data / "train.parquet").st_mtime_ns == stamp
+    cfg = compose_pc_config(second.overrides)
+    assert cfg.actor_rollout_ref.model.path == SMOL
+    assert (cfg.data.train_files, cfg.data.val_files) == (str(data / "train.parquet"), str(data / "test.parquet"))
 
 
 def test_arithmetic_scripts_default_to_all_levels_at_comparison_size(tmp_path):
@@ -254,3 +261,44 @@ def test_14b_paper_script_validates_on_8_nodes_with_rollout_tp2(tmp_path, data_d
     assert cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == 2
     # Dynamic batch sizes are on (train_scripts/common.sh): no micro size is split by count at any dp size.
     assert cfg.actor_rollout_ref.actor.use_dynamic_bsz is True
+
+
+def test_a_knapsack_dry_run_of_a_paper_script_names_every_value_to_set_then_says_what_the_run_will_do(
+    data_dir, model_dir, tmp_path
+):
+    """One dry run names every setting the knapsack cannot run in the PC script, each with its value; set as those
+    lines say, the next dry run passes and prints its summary (no config: SHOW_CONFIG is unset)."""
+    env = {"DATA_DIR": data_dir, "MODEL_PATH": model_dir}
+    refused = validate_script("pc_qwen3-4b_p16c48.sh", tmp_path, "algorithm.rollout_allocation=knapsack", **env)
+    assert (refused.code, refused.out) == (1, "")
+    errors = refused.errors()
+    assert [e.split(":")[0] for e in errors] == [
+        "actor_rollout_ref.rollout.n=48 must lie in [algorithm.knapsack.min_commit=4, "
+        "algorithm.knapsack.max_commit=32], so that uniform sizing is one of the allocations",
+        "preset=reference runs the authors' Pilot-Commit; algorithm.rollout_allocation=knapsack is not theirs",
+        "algorithm.rollout_allocation=knapsack trains full steps only (its groups differ in size, so an unfilled step "
+        "cannot be cut to whole mini-batches by its prompt count)",
+        "not checked",
+    ]
+    # Each line's fix, as the line words it: a Hydra override after "set", the script's PRESET in parentheses.
+    overrides = [m.group(1) for e in errors if (m := re.search(r"\bset ([\w.]+=\w+)", e))]
+    presets = [m.group(1) for e in errors if (m := re.search(r"\((PRESET=\w+) in the paper scripts", e))]
+    assert overrides == ["algorithm.knapsack.max_commit=96", "algorithm.min_train_prompts=128"]
+    assert presets == ["PRESET=improved"]
+    fixed = validate_script(
+        "pc_qwen3-4b_p16c48.sh",
+        tmp_path,
+        "algorithm.rollout_allocation=knapsack",
+        *overrides,
+        **env,
+        **dict(p.split("=") for p in presets),
+    )
+    assert fixed.code == 0 and fixed.errors() == [], fixed.err[-2000:]
+    assert fixed.err.endswith("config checks passed\n")
+    lines = fixed.out.splitlines()
+    assert lines[0] == f"{HEADER} (pilot-commit/pc_qwen3-4b_p16c48-improved)" and len(lines) <= 20
+    assert lines[2] == (
+        "  allocator   knapsack: pilots of 16 (exploration.n) a new prompt; commits of 4 to 96 in steps of 4 "
+        "(algorithm.knapsack.*), 48 (rollout.n) on average; groups of 20 to 112"
+    )
+    assert "  rollouts    at least 12,288 a step (a round of 384 × 16 pilots, 128 × 48 commits)" in lines

@@ -5,7 +5,6 @@ lost when measured; every third-party import is declared in pyproject.toml."""
 
 import ast
 import contextlib
-import copy
 import io
 import json
 import logging
@@ -19,10 +18,10 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from support import ROOT, build_trainer, compose_pc_config, valid_overrides
+from support import ROOT, build_trainer, changed, compose_pc_config, valid_overrides
 
 from recipe.pc import main_pc, startup_checks
 from recipe.pc.known_warnings import KNOWN_VERL_WARNINGS, filter_known_warnings
@@ -50,20 +49,6 @@ def base(tmp_path_factory):
     root = tmp_path_factory.mktemp("first_hour")
     train, test = write_rows(root / "train.parquet", 16), write_rows(root / "test.parquet", 4)
     return compose_pc_config(valid_overrides(train, test, root / "model"))
-
-
-def changed(base, **values):
-    """A copy of ``base`` with ``values`` set (keys with "__" for "."); None deletes a key."""
-    config = copy.deepcopy(base)
-    for name, value in values.items():
-        key = name.replace("__", ".")
-        if value is None:
-            node, _, leaf = key.rpartition(".")
-            with open_dict(config):
-                del OmegaConf.select(config, node)[leaf]
-        else:
-            OmegaConf.update(config, key, value, force_add=True)
-    return config
 
 
 def problems_of(base, fetch_model=False, **values) -> list[str]:
@@ -296,6 +281,23 @@ def test_the_entry_point_stops_on_a_misspelt_key_before_hydra(monkeypatch):
     assert ran == [["trainer.n_gpus_per_node=2"]]  # --validate is the entry point's, not Hydra's
 
 
+def test_show_config_goes_with_validate(monkeypatch):
+    ran = []
+    monkeypatch.setattr(main_pc, "validate_and_show_config", lambda: ran.append(("shown", sys.argv[1:])))
+    monkeypatch.setattr(main_pc, "main", lambda: ran.append(("launched", sys.argv[1:])))
+    monkeypatch.setattr(sys, "argv", ["main_pc.py"])
+    with redirect_stderr(io.StringIO()):
+        main_pc.entry(["--show-config", "--validate", "trainer.n_gpus_per_node=2"])
+    assert ran == [("shown", ["trainer.n_gpus_per_node=2"])]  # neither flag reaches Hydra
+    err = io.StringIO()
+    with redirect_stderr(err), pytest.raises(SystemExit) as stop:
+        main_pc.entry(["--show-config", "trainer.n_gpus_per_node=2"])
+    assert stop.value.code == 1 and len(ran) == 1  # no launch
+    assert err.getvalue() == (
+        "config error: --show-config goes with --validate (DRY_RUN=1 SHOW_CONFIG=1 in the scripts)\n"
+    )
+
+
 # ---------------------------------------------------------------------- verl's known warnings
 @pytest.mark.parametrize(
     "source, message",
@@ -450,9 +452,10 @@ def test_the_report_folder_is_git_ignored():
     assert {f"/{DEFAULT_OUT}/", f"{DEFAULT_OUT}/"} & patterns
 
 
-def test_help_names_validate_before_hydras_own_help(capsys, monkeypatch):
+def test_help_names_validate_and_show_config_before_hydras_own_help(capsys, monkeypatch):
     ran = []
     monkeypatch.setattr(main_pc, "main", lambda: ran.append(list(sys.argv[1:])))  # Hydra's help runs from there
     main_pc.entry(["--help"])
     assert capsys.readouterr().out == main_pc.USAGE + "\n" and ran == [["--help"]]
-    assert "--validate  print the composed config" in main_pc.USAGE
+    assert "--validate     run every start-up check that needs no GPU" in main_pc.USAGE
+    assert "--show-config  with --validate: print the composed config first" in main_pc.USAGE

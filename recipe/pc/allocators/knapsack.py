@@ -173,7 +173,8 @@ class KnapsackAllocator(Allocator):
         if pc.reference.preset == "reference":
             problems.append(
                 "preset=reference runs the authors' Pilot-Commit; algorithm.rollout_allocation=knapsack is not "
-                "theirs: drop preset=reference (or choose preset=improved)"
+                "theirs: choose preset=improved (PRESET=improved in the paper scripts, whose default is reference) or "
+                "drop preset=reference"
             )
         if pc.min_train_prompts != pc.train_batch_size and not pc.raise_on_unfilled_batch:
             problems.append(
