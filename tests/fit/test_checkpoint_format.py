@@ -8,14 +8,15 @@ import re
 import numpy as np
 import pytest
 import torch
-from pc_standins import StandInActorWorkerGroup
-from support import FIXTURES, assert_resumed_like, build_trainer, env_file_logger, fit_run, run_module
+from support import FIXTURES, env_file_logger, run_module
 from verl import DataProto
 
 from recipe.pc import checkpoint as ckpt
 from recipe.pc.allocators.pilot_commit import PilotRef, PilotRound, buffer_from_plain
 from recipe.pc.compact import Segment, assemble
 from recipe.pc.replay_buffer import BufferEntry
+from recipe.pc.testing import assert_resumed_like, build_trainer, fit_run
+from recipe.pc.testing.standins import StandInActorWorkerGroup
 
 
 def ckpt_dir(tmp_path):

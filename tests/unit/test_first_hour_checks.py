@@ -22,12 +22,13 @@ import pytest
 from omegaconf import OmegaConf, open_dict
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from support import ROOT, build_trainer, compose_pc_config, valid_overrides
+from support import ROOT, valid_overrides
 
 from recipe.pc import main_pc, startup_checks
 from recipe.pc.known_warnings import KNOWN_VERL_WARNINGS, filter_known_warnings
 from recipe.pc.main_pc import unknown_key_problems
 from recipe.pc.startup_checks import preflight
+from recipe.pc.testing import build_trainer, compose_pc_config
 
 
 # ---------------------------------------------------------------------- a config that passes every check
