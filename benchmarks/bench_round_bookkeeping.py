@@ -33,11 +33,9 @@ from tensordict import TensorDict
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from pc_standins import make_tokenizer, write_prompt_parquet  # noqa: E402
 from verl import DataProto  # noqa: E402
 from verl.single_controller.ray import ResourcePoolManager  # noqa: E402
 from verl.trainer.ppo.utils import Role  # noqa: E402
@@ -46,6 +44,7 @@ from verl.utils.dataset.rl_dataset import collate_fn  # noqa: E402
 from recipe.pc.dataset import PilotCommitDataset  # noqa: E402
 from recipe.pc.pc_ray_trainer import RayPCTrainer  # noqa: E402
 from recipe.pc.step import StepState  # noqa: E402
+from recipe.pc.testing.standins import make_tokenizer, write_prompt_parquet  # noqa: E402
 
 FIRST_TIMED_STEP = 100
 
@@ -141,7 +140,7 @@ class Phases:
 
 
 def build(args, workdir: str, prompt_len: int, response_len: int) -> RayPCTrainer:
-    from support import compose_pc_config
+    from recipe.pc.testing import compose_pc_config
 
     rng = np.random.default_rng(args.seed)
     probs = rng.beta(0.5, 1.0, args.gen_batch * (args.fill_rounds + args.rounds + 1)).tolist()

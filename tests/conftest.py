@@ -9,7 +9,7 @@ settings.register_profile("pilot-commit", deadline=None)
 settings.load_profile("pilot-commit")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# verl's wheel installs a top-level `tests` package: the helpers (support, pc_standins) are imported by module name,
+# verl's wheel installs a top-level `tests` package: the shared helpers (support.py) are imported by module name,
 # from every folder, not as `tests.*`.
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
@@ -19,6 +19,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @pytest.fixture
 def tokenizer():
-    from pc_standins import make_tokenizer
+    from recipe.pc.testing.standins import make_tokenizer
 
     return make_tokenizer()

@@ -1,16 +1,15 @@
 """Helpers shared by the test folders (unit, fit, scripts, docs); no test module imports another.
 
 - paths of the repository, the tests and their committed fixtures;
-- the trainer config composed in-process (``compose_pc_config``);
-- ``build_trainer``: the real RayPCTrainer on the stand-ins of ``pc_standins``, with the constants its tests count on;
-- resume and compare: ``fit_run``, ``resume_run`` and ``assert_resumed_like``, the one way every resume test checks
-  that a resumed run does what the uninterrupted one did;
+- ``env_file_logger``: the metrics of a trainer a test builds and fits itself (``recipe.pc.testing.build_trainer``, the
+  stand-ins and the resume helpers live in the installed test kit, ``recipe.pc.testing``);
+- an allocator round by round: ``round_of`` and the rows it takes;
 - the launch scripts: ``script_command_line`` (the Hydra overrides a script hands the trainer, run by bash alone),
   ``dry_run`` (those overrides composed and checked in-process, as ``DRY_RUN=1`` does in a Python process of its
   own), ``validate_script`` (what that dry run prints, through main_pc's own dry run, in-process), stand-in data and
   model folders, and ``run_script`` for the few checks that run a script for real.
 
-Heavy modules (torch, verl, the stand-ins) are imported where they are used, so that a test needing only a path
+Heavy modules (torch, verl, the test kit) are imported where they are used, so that a test needing only a path
 does not pay for them.
 """
 
@@ -25,25 +24,12 @@ import re
 import subprocess
 import sys
 
-from recipe.pc import metric_names as names
-
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
 FIXTURES = os.path.join(TESTS, "fixtures")
-CONFIG_DIR = os.path.join(ROOT, "recipe", "pc", "config")
 TRAIN_SCRIPTS = os.path.join(ROOT, "train_scripts")
 # The venv's interpreter first on PATH: the launchers call `python3`.
 VENV_PATH = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
-
-
-def compose_pc_config(overrides: list[str]):
-    from hydra import compose, initialize_config_dir
-
-    import recipe.pc.allocators  # noqa: F401  (their key groups join the composed config, as in main_pc)
-    import recipe.pc.stages  # noqa: F401
-
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        return compose(config_name="pc_trainer", overrides=overrides)
 
 
 def changed(base, **values):
@@ -85,129 +71,10 @@ def run_module(module: str, *args: str) -> int:
 
 
 # ---------------------------------------------------------------------- metrics a run logs
-def read_metrics(path: str) -> list[dict]:
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def step_records(path: str) -> list[dict]:
-    """The logged per-step records (those with training metrics), in order."""
-    out = []
-    for rec in read_metrics(path):
-        data = rec.get("data", rec)
-        if names.GLOBAL_STEP in data:
-            out.append(data)
-    return out
-
-
 def env_file_logger(tmp_path) -> str:
     path = os.path.join(str(tmp_path), "metrics.jsonl")
     os.environ["VERL_FILE_LOGGER_PATH"] = path
     return path
-
-
-# ---------------------------------------------------------------------- the trainer on stand-ins
-B, G, N_PILOT, N_COMMIT, MAX_OFF = 4, 8, 4, 4, 2
-# 40 prompts: never solved, in-band at three pass rates, and always solved (evicted after epoch 1).
-PROBS = [0.0] * 8 + [0.3] * 8 + [0.5] * 8 + [0.7] * 8 + [1.0] * 8
-ALWAYS_SOLVED = set(range(32, 40))
-# verl's engine splits each rank's rows into micro-batches of these sizes (use_dynamic_bsz=false).
-UPDATE = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
-LOG_PROB = "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"
-REF = "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"
-MICRO_KEYS = (UPDATE, LOG_PROB)
-
-
-def build_trainer(
-    tmp_path,
-    tokenizer,
-    probs=PROBS,
-    extra=(),
-    dp_size=2,
-    agent_workers=3,
-    seed=0,
-    trainer_cls=None,
-    reward_fn=None,
-    edit_rows=None,
-    colocated_rm=False,
-):
-    """A RayPCTrainer (or ``trainer_cls``) on the stand-ins; micro-batch sizes default to 1 unless in ``extra``."""
-    import pandas as pd
-    from pc_standins import (
-        ReplicaState,
-        StandInActorWorkerGroup,
-        StandInAgentLoopManager,
-        StandInCheckpointManager,
-        StandInRewardLoopManager,
-        write_prompt_parquet,
-    )
-    from verl.single_controller.ray import ResourcePoolManager
-    from verl.trainer.ppo.utils import Role
-    from verl.utils.dataset.rl_dataset import collate_fn
-
-    from recipe.pc.dataset import PilotCommitDataset
-    from recipe.pc.pc_ray_trainer import RayPCTrainer
-
-    data = write_prompt_parquet(str(tmp_path / "train.parquet"), probs)
-    if edit_rows is not None:
-        frame = pd.read_parquet(data)
-        edit_rows(frame)
-        frame.to_parquet(data)
-    cfg = compose_pc_config(
-        [
-            f"data.train_files={data}",
-            f"data.val_files={data}",
-            f"data.train_batch_size={B}",
-            f"data.gen_batch_size={G}",
-            "data.max_prompt_length=48",
-            "data.max_response_length=6",
-            "data.filter_overlong_prompts=False",
-            "data.dataloader_num_workers=0",
-            "data.seed=7",
-            "actor_rollout_ref.model.path=/no/model/needed",
-            "actor_rollout_ref.rollout.name=vllm",
-            f"actor_rollout_ref.rollout.n={N_COMMIT}",
-            f"actor_rollout_ref.rollout.agent.num_workers={agent_workers}",
-            "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-            f"algorithm.exploration.n={N_PILOT}",
-            f"algorithm.buffer_max_off_steps={MAX_OFF}",
-            "trainer.logger=['file']",
-            "trainer.val_before_train=False",
-            "trainer.test_freq=-1",
-            "trainer.save_freq=-1",
-            # These tests were written for mini-batches of ppo_mini_batch_size x rollout.n rows; keep that arithmetic
-            # unless a preset is chosen (an override would beat the preset's own value).
-            *([] if any(e.startswith("preset=") for e in extra) else ["algorithm.mini_batch_unit=rollout_n"]),
-            "trainer.total_training_steps=9",
-            "trainer.total_epochs=8",
-            f"trainer.n_gpus_per_node={dp_size}",
-            "trainer.device=cpu",
-            f"trainer.default_local_dir={tmp_path / 'ckpt'}",
-            *[f"{key}=1" for key in MICRO_KEYS if not any(e.startswith(key + "=") for e in extra)],
-            *(["reward.reward_model.enable=true"] if colocated_rm else []),
-            *extra,
-        ]
-    )
-    train = PilotCommitDataset(data_files=data, tokenizer=tokenizer, config=cfg.data)
-    val = PilotCommitDataset(data_files=data, tokenizer=tokenizer, config=cfg.data)
-    trainer = (trainer_cls or RayPCTrainer)(
-        config=cfg,
-        tokenizer=tokenizer,
-        role_worker_mapping={Role.ActorRollout: object},
-        resource_pool_manager=ResourcePoolManager({"global_pool": [dp_size]}, {Role.ActorRollout: "global_pool"}),
-        train_dataset=train,
-        val_dataset=val,
-        collate_fn=collate_fn,
-    )
-    replicas = ReplicaState()
-    trainer.actor_rollout_wg = StandInActorWorkerGroup(dp_size, replicas, cfg.actor_rollout_ref)
-    trainer.async_rollout_manager = StandInAgentLoopManager(
-        cfg, tokenizer, replicas, seed=seed, reward_fn=reward_fn, colocated_rm=colocated_rm
-    )
-    trainer.checkpoint_manager = StandInCheckpointManager(replicas)
-    if colocated_rm:
-        trainer.reward_loop_manager = StandInRewardLoopManager(replicas)
-    return trainer
 
 
 def pilot_of(correct_counts, n):
@@ -252,55 +119,6 @@ def rollout_rows(ids, values, metric="acc"):
     position = np.arange(len(ids)) - first[inverse]  # a prompt's rows are consecutive
     responses = torch.from_numpy(np.stack([ids, position], axis=1))
     return DataProto.from_dict(tensors={"responses": responses}, non_tensors={"index": ids, metric: values})
-
-
-# ---------------------------------------------------------------------- resume and compare
-def trace(trainer):
-    """What a run did: generation inputs per round and trained groups per step."""
-    gen = [(c.global_steps, c.prompt_ids.tolist()) for c in trainer.async_rollout_manager.calls]
-    updates = [
-        (sorted(zip(c.uids, c.rollout_steps, c.acc, strict=True)))
-        for c in trainer.actor_rollout_wg.calls
-        if c.kind == "update_actor"
-    ]
-    return gen, updates
-
-
-@dataclasses.dataclass
-class Run:
-    """A finished fit(): the trainer, its trace and the step records it logged."""
-
-    trainer: object
-    trace: tuple
-    steps: list
-
-
-def fit_run(folder, tokenizer, extra=(), **kwargs) -> Run:
-    """fit() a trainer built in ``folder`` (made if needed), logging to ``folder``/metrics.jsonl from its start."""
-    folder.mkdir(parents=True, exist_ok=True)
-    log = env_file_logger(folder)
-    if os.path.exists(log):
-        os.remove(log)  # a run resumed in the folder of its first part: only the steps it ran itself
-    trainer = build_trainer(folder, tokenizer, extra=extra, **kwargs)
-    trainer.fit()
-    return Run(trainer, trace(trainer), step_records(log))
-
-
-def resume_run(folder, tokenizer, extra, checkpoint, **kwargs) -> Run:
-    """fit() from ``checkpoint`` (a global_step_<n> folder of another run) into a fresh ``folder``."""
-    resume = ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={checkpoint}"]
-    return fit_run(folder, tokenizer, [*extra, *resume], **kwargs)
-
-
-def assert_resumed_like(resumed: Run, full: Run, cut: int) -> None:
-    """A run resumed at step ``cut`` loaded that step's weights and generated and trained exactly what the
-    uninterrupted run ``full`` did from there on, round by round and step by step."""
-    full_gen, full_updates = full.trace
-    gen, trained = resumed.trace
-    assert resumed.trainer.actor_rollout_wg.loaded_step == cut
-    rounds_before = full.steps[cut - 1][names.TOTAL_SAMPLING_ROUNDS]
-    assert gen == full_gen[rounds_before:], f"generation inputs differ after resuming at step {cut}"
-    assert trained == full_updates[cut:], f"trained groups differ after resuming at step {cut}"
 
 
 # ---------------------------------------------------------------------- the launch scripts
@@ -430,6 +248,7 @@ def dry_run(script: str, tmp_path, *args: str, **env_extra) -> DryRun:
     ``startup_checks.preflight(fetch_model=False)`` in the environment the trainer would have had, as ``--validate``
     does."""
     from recipe.pc.startup_checks import preflight
+    from recipe.pc.testing import compose_pc_config
 
     call = script_call(script, tmp_path, *args, DRY_RUN="1", **env_extra)
     assert call.validate, f"{script} with DRY_RUN=1 did not ask the trainer to --validate"
@@ -461,6 +280,7 @@ def validate_script(script: str, tmp_path, *args: str, **env_extra) -> Printed:
     import io
 
     from recipe.pc import main_pc
+    from recipe.pc.testing import compose_pc_config
 
     call = script_call(script, tmp_path, *args, DRY_RUN="1", **env_extra)
     assert call.validate, f"{script} with DRY_RUN=1 did not ask the trainer to --validate"
@@ -568,7 +388,6 @@ def write_parquet(path, rows):
 
 
 def write_jsonl(path, rows):
-    import json
 
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return str(path)

@@ -14,7 +14,9 @@ import re
 
 import pytest
 from omegaconf import OmegaConf
-from support import ROOT, compose_pc_config, validate_script, write_parquet_rows
+from support import ROOT, validate_script, write_parquet_rows
+
+from recipe.pc.testing import compose_pc_config
 
 README = os.path.join(ROOT, "README.md")
 REGIMES = os.path.join(ROOT, "docs", "results", "regimes")
@@ -220,6 +222,29 @@ def test_the_names_the_architecture_page_tells_authors_to_import_are_importable(
         f"{module}.{name}" for module, name in sorted(named) if not hasattr(importlib.import_module(module), name)
     ]
     assert missing == []
+
+
+def first_cell_names(text: str, after: str) -> set[str]:
+    """The names in backticks in the first column of the first table after ``after``."""
+    return {name for row in table_rows(text[text.index(after) :]) for name in re.findall(r"`(\w+)", row[0])}
+
+
+@pytest.mark.parametrize("kind", ["allocator", "prompt filter"])
+def test_the_architecture_page_lists_every_hook_and_class_variable_an_author_may_set(kind):
+    """Its tables name every public method and class variable of the base class, and nothing else."""
+    from recipe.pc.allocators.base import Allocator
+    from recipe.pc.stages.prompt_filter import PromptFilter
+
+    text = read(os.path.join(ROOT, "docs", "architecture.md"))
+    if kind == "allocator":
+        base = Allocator
+        listed = first_cell_names(text, "An `Allocator` subclass implements") | first_cell_names(
+            text, "Everything else has a default"
+        )
+    else:
+        base = PromptFilter
+        listed = first_cell_names(text, "Every other method of `PromptFilter`")
+    assert listed == {name for name in vars(base) if not name.startswith("_")}
 
 
 # ---------------------------------------------------------------------- the keys people change most

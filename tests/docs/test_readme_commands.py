@@ -12,7 +12,9 @@ import runpy
 import shlex
 import sys
 
-from support import ROOT, compose_pc_config, dry_run, run_module, stand_in_data_dir
+from support import ROOT, dry_run, run_module, stand_in_data_dir
+
+from recipe.pc.testing import compose_pc_config
 
 README = os.path.join(ROOT, "README.md")
 

@@ -13,10 +13,11 @@ import subprocess
 
 import pytest
 from omegaconf import OmegaConf
-from support import PAPER_SCRIPTS, ROOT, TRAIN_SCRIPTS, compose_pc_config, script_command_line
+from support import PAPER_SCRIPTS, ROOT, TRAIN_SCRIPTS, script_command_line
 
 from recipe.pc.parallel import check_parallel_sizes
 from recipe.pc.settings import PCSettings
+from recipe.pc.testing import compose_pc_config
 
 PRESETS = ("reference", "improved")
 SECTION = "## How it differs from the authors' release"

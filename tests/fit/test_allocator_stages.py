@@ -8,7 +8,14 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import (
+from support import env_file_logger
+
+from recipe.pc import metric_names as names
+from recipe.pc.allocation import GroupStats, downsample_rows
+from recipe.pc.allocators import ALLOCATORS
+from recipe.pc.settings import PCConfigError
+from recipe.pc.stages.skip import PromptSkipper, adapt, admit, skip_probability, update_streaks
+from recipe.pc.testing import (
     ALWAYS_SOLVED,
     N_COMMIT,
     N_PILOT,
@@ -16,17 +23,10 @@ from support import (
     G,
     assert_resumed_like,
     build_trainer,
-    env_file_logger,
     fit_run,
     resume_run,
     step_records,
 )
-
-from recipe.pc import metric_names as names
-from recipe.pc.allocation import GroupStats, downsample_rows
-from recipe.pc.allocators import ALLOCATORS
-from recipe.pc.settings import PCConfigError
-from recipe.pc.stages.skip import PromptSkipper, adapt, admit, skip_probability, update_streaks
 from recipe.pc_tools.defaults import SKIP
 
 STEPS = 4

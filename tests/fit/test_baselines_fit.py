@@ -4,10 +4,11 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from support import N_COMMIT, B, G, build_trainer, env_file_logger, fit_run, step_records
+from support import env_file_logger
 
 from recipe.pc import metric_names as names
 from recipe.pc.settings import PCConfigError
+from recipe.pc.testing import N_COMMIT, B, G, build_trainer, fit_run, step_records
 
 STEPS = 5
 
@@ -71,7 +72,7 @@ def test_with_carry_over_off_dapo_keeps_its_partial_batch_and_rounds_and_pilot_c
     tmp_path, tokenizer, method
 ):
     """The authors' DAPO carried its partial batch and round count across an epoch end; their PC dropped both."""
-    from support import read_metrics
+    from recipe.pc.testing import read_metrics
 
     log = env_file_logger(tmp_path)
     # 40 prompts in rounds of 8, five rounds an epoch, of which only 8 vary: a step takes several rounds, and some

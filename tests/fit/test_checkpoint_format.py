@@ -12,16 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import torch
-from pc_standins import StandInActorWorkerGroup
-from support import (
-    FIXTURES,
-    assert_resumed_like,
-    build_trainer,
-    env_file_logger,
-    fit_run,
-    resume_run,
-    run_module,
-)
+from support import FIXTURES, env_file_logger, run_module
 from verl import DataProto
 
 from recipe.pc import checkpoint as ckpt
@@ -29,6 +20,8 @@ from recipe.pc import convert_state
 from recipe.pc.allocators.pilot_store import buffer_from_plain
 from recipe.pc.compact import Segment, assemble
 from recipe.pc.replay_buffer import BufferEntry
+from recipe.pc.testing import assert_resumed_like, build_trainer, fit_run, resume_run
+from recipe.pc.testing.standins import StandInActorWorkerGroup
 
 
 def ckpt_dir(tmp_path):

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import torch
-from support import assert_resumed_like, fit_run
 from tensordict import TensorDict
 from verl import DataProto
 
@@ -19,6 +18,7 @@ from recipe.pc.allocators.base import concat_rows
 from recipe.pc.allocators.pilot_commit import PilotCommitAllocator
 from recipe.pc.compact import CompactRows, Segment, assemble
 from recipe.pc.pc_ray_trainer import RayPCTrainer
+from recipe.pc.testing import assert_resumed_like, fit_run
 
 
 @dataclass

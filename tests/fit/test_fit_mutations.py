@@ -8,9 +8,10 @@ from collections import defaultdict
 import numpy as np
 import pytest
 import torch
-from support import MAX_OFF, N_COMMIT, N_PILOT, PROBS, B, G, build_trainer, env_file_logger, read_metrics, step_records
+from support import env_file_logger
 
 from recipe.pc import metric_names as names
+from recipe.pc.testing import MAX_OFF, N_COMMIT, N_PILOT, PROBS, B, G, build_trainer, read_metrics, step_records
 
 STEPS = 9
 P_LOWER, P_UPPER = 0.125, 0.25  # pc_trainer.yaml's band
@@ -18,7 +19,7 @@ P_LOWER, P_UPPER = 0.125, 0.25  # pc_trainer.yaml's band
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    from pc_standins import make_tokenizer
+    from recipe.pc.testing.standins import make_tokenizer
 
     tmp_path = tmp_path_factory.mktemp("run")
     log = env_file_logger(tmp_path)

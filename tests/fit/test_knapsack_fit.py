@@ -8,11 +8,11 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
-from support import N_COMMIT, N_PILOT, B, assert_resumed_like, build_trainer, fit_run, resume_run
 from verl import DataProto
 
 from recipe.pc import metric_names as names
 from recipe.pc.step import StepState
+from recipe.pc.testing import N_COMMIT, N_PILOT, B, assert_resumed_like, build_trainer, fit_run, resume_run
 
 STEPS = 5
 KNAPSACK = [

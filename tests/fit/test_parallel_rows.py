@@ -7,7 +7,7 @@ when dynamic batch sizes are off; the tests run that very function on every rank
 from collections import Counter
 
 import pytest
-from support import LOG_PROB, REF, UPDATE, build_trainer, env_file_logger, step_records
+from support import env_file_logger
 from verl.utils import tensordict_utils as tu
 from verl.workers.engine.utils import prepare_micro_batches
 
@@ -15,6 +15,7 @@ import recipe.pc.generation as generation_module
 from recipe.pc import metric_names as names
 from recipe.pc.parallel import trainable_unit
 from recipe.pc.settings import PCConfigError
+from recipe.pc.testing import LOG_PROB, REF, UPDATE, build_trainer, step_records
 
 # ---------------------------------------------------------------------- the real fit() at dp 8
 DP = 8

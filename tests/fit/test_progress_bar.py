@@ -1,10 +1,11 @@
 """The training progress bar: created on the driver's fit() over total_training_steps, one tick per step."""
 
 import pytest
-from support import build_trainer, env_file_logger, step_records
+from support import env_file_logger
 
 import recipe.pc.pc_ray_trainer as pc_ray_trainer
 from recipe.pc import metric_names as names
+from recipe.pc.testing import build_trainer, step_records
 
 
 class RecordingBar:

@@ -12,12 +12,13 @@ real rows. GRPO at the same group size keeps its 4.
 import numpy as np
 import pytest
 import torch
-from support import build_trainer, env_file_logger, step_records
+from support import env_file_logger
 from verl import DataProto
 
 from recipe.pc import metric_names as names
 from recipe.pc.minibatch import MiniBatchPlan, pad_partial_mini_batch
 from recipe.pc.settings import PCConfigError
+from recipe.pc.testing import build_trainer, step_records
 from recipe.pc_tools.gpu_check import REFERENCE_UPDATE
 
 STEPS = 3

@@ -6,8 +6,12 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from pc_standins import write_prompt_parquet
-from support import (
+from support import env_file_logger
+
+from recipe.pc import metric_names as names
+from recipe.pc.dataset import PilotCommitDataset
+from recipe.pc.settings import PCConfigError, PCSettings
+from recipe.pc.testing import (
     N_COMMIT,
     N_PILOT,
     B,
@@ -15,16 +19,12 @@ from support import (
     assert_resumed_like,
     build_trainer,
     compose_pc_config,
-    env_file_logger,
     fit_run,
     read_metrics,
     resume_run,
     step_records,
 )
-
-from recipe.pc import metric_names as names
-from recipe.pc.dataset import PilotCommitDataset
-from recipe.pc.settings import PCConfigError, PCSettings
+from recipe.pc.testing.standins import write_prompt_parquet
 
 
 def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, tokenizer):

@@ -4,10 +4,11 @@ import json
 import os
 from collections import Counter
 
-from support import N_COMMIT, N_PILOT, G, build_trainer, env_file_logger, step_records
+from support import env_file_logger
 
 from recipe.pc import metric_names as names
 from recipe.pc.rollout_dump import discard_after
+from recipe.pc.testing import N_COMMIT, N_PILOT, G, build_trainer, step_records
 
 
 def _read_dump(folder):

@@ -1,9 +1,15 @@
-"""The stand-ins refuse what verl 0.9.1 refuses on the GPU (each rule's verl line is cited in pc_standins)."""
+"""The stand-ins refuse what verl 0.9.1 refuses on the GPU (recipe/pc/testing/standins.py cites each rule's verl
+line)."""
 
 import numpy as np
 import pytest
 import torch
-from pc_standins import (
+from verl import DataProto
+from verl.utils import tensordict_utils as tu
+
+from recipe.pc.dataset import PilotCommitDataset
+from recipe.pc.testing import compose_pc_config
+from recipe.pc.testing.standins import (
     ReplicaState,
     StandInActorWorkerGroup,
     StandInAgentLoopManager,
@@ -11,11 +17,6 @@ from pc_standins import (
     StandInRewardLoopManager,
     write_prompt_parquet,
 )
-from support import compose_pc_config
-from verl import DataProto
-from verl.utils import tensordict_utils as tu
-
-from recipe.pc.dataset import PilotCommitDataset
 
 
 def actor_config(micro: int, infer_micro: int):

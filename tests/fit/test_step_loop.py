@@ -4,11 +4,12 @@ dataloader batches and rollouts, the simulator makes the trainer's steps, round 
 import numpy as np
 import pytest
 import torch
-from support import build_trainer, env_file_logger, step_records
+from support import env_file_logger
 from verl import DataProto
 
 from recipe.pc import metric_names as names
 from recipe.pc.step import Generation
+from recipe.pc.testing import build_trainer, step_records
 from recipe.pc_tools.simulate import SimulatedRun
 
 

@@ -5,8 +5,10 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from pc_standins import make_tokenizer
-from support import (
+from support import env_file_logger
+
+from recipe.pc import metric_names as names
+from recipe.pc.testing import (
     ALWAYS_SOLVED,
     MAX_OFF,
     N_COMMIT,
@@ -15,12 +17,10 @@ from support import (
     B,
     G,
     build_trainer,
-    env_file_logger,
     read_metrics,
     step_records,
 )
-
-from recipe.pc import metric_names as names
+from recipe.pc.testing.standins import make_tokenizer
 
 
 def pilot_ids(call):

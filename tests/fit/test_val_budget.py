@@ -9,11 +9,11 @@ from collections import Counter
 
 import pytest
 import torch
-from pc_standins import make_tokenizer
-from support import fit_run, read_metrics, resume_run
 
 from recipe.pc import metric_names as names
 from recipe.pc.checkpoint import STATE_FILE
+from recipe.pc.testing import fit_run, read_metrics, resume_run
+from recipe.pc.testing.standins import make_tokenizer
 from recipe.pc_tools.logs import load_run
 
 STEPS = 9

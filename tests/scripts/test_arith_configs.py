@@ -8,9 +8,10 @@ import os
 import pytest
 import yaml
 from omegaconf import OmegaConf
-from support import FIXTURES, PAPER_SCRIPTS, compose_pc_config, script_command_line
+from support import FIXTURES, PAPER_SCRIPTS, script_command_line
 
 from recipe.pc.settings import PCSettings
+from recipe.pc.testing import compose_pc_config
 
 SNAPSHOTS = os.path.join(FIXTURES, "arith_configs")
 DAPO_KEYS = {

@@ -18,12 +18,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 from support import (
-    LOG_PROB,
     PAPER_SCRIPTS,
-    REF,
     TRAIN_SCRIPTS,
-    UPDATE,
-    compose_pc_config,
     dry_run,
     environment,
     run_script,
@@ -36,6 +32,7 @@ from support import (
 from recipe.pc.dry_run import HEADER
 from recipe.pc.parallel import check_parallel_sizes
 from recipe.pc.settings import PCSettings
+from recipe.pc.testing import LOG_PROB, REF, UPDATE, compose_pc_config
 
 SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 

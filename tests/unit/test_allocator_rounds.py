@@ -9,7 +9,7 @@ import copy
 
 import numpy as np
 import pytest
-from support import compose_pc_config, pilot_of, prompt_rows, rollout_rows, round_of
+from support import pilot_of, prompt_rows, rollout_rows, round_of
 
 from recipe.pc import metric_names as m
 from recipe.pc.allocators import make_allocator
@@ -17,6 +17,7 @@ from recipe.pc.allocators.base import COMMIT, GROUP, PILOT
 from recipe.pc.settings import PCSettings
 from recipe.pc.stages.prompt_filter import PromptFilter
 from recipe.pc.step import Generation, RunCounters, StepLoop, StepState
+from recipe.pc.testing import compose_pc_config
 
 
 def allocator(*overrides):

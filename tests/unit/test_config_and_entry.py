@@ -5,12 +5,13 @@ import sys
 
 import pytest
 from omegaconf import OmegaConf
-from support import compose_pc_config, write_parquet_rows
 from support import valid_overrides as passing_overrides
+from support import write_parquet_rows
 
 from recipe.pc.parallel import check_parallel_sizes
 from recipe.pc.settings import PCConfigError, PCSettings
 from recipe.pc.startup_checks import preflight
+from recipe.pc.testing import compose_pc_config
 
 PC_KEYS = [
     "data.gen_batch_size",

@@ -3,11 +3,11 @@
 import numpy as np
 import pandas as pd
 import pytest
-from pc_standins import write_prompt_parquet
-from support import compose_pc_config
 
 from recipe.pc.dataset import PilotCommitDataset
 from recipe.pc.rewards.last_integer import compute_score, last_integer
+from recipe.pc.testing import compose_pc_config
+from recipe.pc.testing.standins import write_prompt_parquet
 
 
 def load(path, tokenizer):

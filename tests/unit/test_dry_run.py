@@ -5,10 +5,11 @@ Every config here passes the start-up checks, as the dry run's would before its 
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
-from support import changed, compose_pc_config, valid_overrides, write_parquet_rows
+from support import changed, valid_overrides, write_parquet_rows
 
 from recipe.pc import main_pc
 from recipe.pc.dry_run import HEADER, summary
+from recipe.pc.testing import compose_pc_config
 
 MAX_LINES = 20
 

@@ -21,12 +21,13 @@ import pytest
 from omegaconf import OmegaConf
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from support import ROOT, build_trainer, changed, compose_pc_config, valid_overrides
+from support import ROOT, changed, valid_overrides
 
 from recipe.pc import main_pc, startup_checks
 from recipe.pc.known_warnings import KNOWN_VERL_WARNINGS, filter_known_warnings
 from recipe.pc.main_pc import unknown_key_problems
 from recipe.pc.startup_checks import preflight
+from recipe.pc.testing import build_trainer, compose_pc_config
 
 
 # ---------------------------------------------------------------------- a config that passes every check

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 import yaml
 from omegaconf import OmegaConf
-from support import compose_pc_config, pilot_of, prompt_rows, rollout_rows, round_of
+from support import pilot_of, prompt_rows, rollout_rows, round_of
 
 from recipe.pc import metric_names as names
 from recipe.pc.allocators import make_allocator
 from recipe.pc.allocators.base import COMMIT, PILOT
 from recipe.pc.settings import PCConfigError, PCSettings
 from recipe.pc.step import StepState, round_uids
+from recipe.pc.testing import compose_pc_config
 
 N_PILOT, N_COMMIT = 4, 8
 KNAPSACK = [

@@ -8,7 +8,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support import DEEPMATH_ROWS, ROOT, compose_pc_config, fixture, plain_rows, read_rows, write_jsonl, write_parquet
+from support import DEEPMATH_ROWS, ROOT, fixture, plain_rows, read_rows, write_jsonl, write_parquet
+
+from recipe.pc.testing import compose_pc_config
 
 # The processors are scripts that import their sibling math_common, so import them the same way.
 sys.path.insert(0, os.path.join(ROOT, "data"))

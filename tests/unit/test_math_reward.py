@@ -9,10 +9,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import compose_pc_config
 from verl import DataProto
 
 from recipe.pc.rewards.math_reward import NO_BOX, NO_GROUND_TRUTH, TIMEOUT, compute_score, extract_boxed_answer
+from recipe.pc.testing import compose_pc_config
 
 # (response, ground truth, acc, pred)
 GOLDEN = [

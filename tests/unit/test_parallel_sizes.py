@@ -12,13 +12,14 @@ import torch
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from support import LOG_PROB, REF, UPDATE, compose_pc_config, stand_in_model, write_parquet_rows
+from support import stand_in_model, write_parquet_rows
 from verl.utils import tensordict_utils as tu
 from verl.workers.engine.utils import prepare_micro_batches
 
 from recipe.pc.parallel import MicroBatch, MicroBatches, check_parallel_sizes, micro_batches, trainable_unit
 from recipe.pc.settings import PCConfigError, PCSettings
 from recipe.pc.startup_checks import _check_pc, preflight
+from recipe.pc.testing import LOG_PROB, REF, UPDATE, compose_pc_config
 
 ARR = "actor_rollout_ref"
 

@@ -1,6 +1,6 @@
 """The test suite's own layout: test modules live in the four layer folders, their names are unique (pytest imports
 them by base name), and none imports another or conftest; shared helpers belong in tests/support.py, the stand-ins
-for verl in tests/pc_standins.py."""
+for verl and the trainer runs on them in the test kit, recipe.pc.testing."""
 
 import ast
 import glob

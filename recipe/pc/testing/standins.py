@@ -1,4 +1,5 @@
-"""CPU stand-ins for the parts of a verl 0.9.1 run that need a GPU, and the fixtures they run on.
+"""CPU stand-ins for the parts of a verl 0.9.1 run that need a GPU, and the fixtures they run on; the test kit
+(``recipe.pc.testing``) and the project's own tests train on them.
 
 Each stand-in keeps the contract of the real object, so that a trainer bug that would break a GPU
 run breaks a test here; every rule names the verl 0.9.1 code it mirrors:
