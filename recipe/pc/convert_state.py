@@ -111,7 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isfile(args.path):
         ap.error(f"{args.path} does not exist")
     # The one deliberate full unpickle: the user vouches for this file by running the converter on it.
-    old = torch.load(args.path, weights_only=False, map_location="cpu", pickle_module=OLD_STATE_PICKLE)
+    try:
+        old = torch.load(args.path, weights_only=False, map_location="cpu", pickle_module=OLD_STATE_PICKLE)
+    except Exception as err:  # a truncated or foreign file fails in torch's reader or the unpickler, in many ways
+        print(f"cannot read {args.path} as a torch.save file: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
     if isinstance(old, dict) and old.get("format") == ckpt.FORMAT:
         print(f"{args.path} is already in format version {old.get('version')}; nothing to do")
         return 0

@@ -1,7 +1,8 @@
 """What a new user meets in the first hour, checked in-process: the start-up checks name a launch without a GPU, an
 incomplete model folder, too few train rows and a missing grader package; a misspelt key gets the closest real key;
 verl's known warnings are filtered; a finished run leaves no DataLoader worker behind; plan does not recommend what
-lost when measured; every third-party import is declared in pyproject.toml."""
+lost when measured; the state converter names a file it cannot read; every third-party import is declared in
+pyproject.toml."""
 
 import ast
 import contextlib
@@ -460,3 +461,15 @@ def test_help_names_validate_and_show_config_before_hydras_own_help(capsys, monk
     assert capsys.readouterr().out == main_pc.USAGE + "\n" and ran == [["--help"]]
     assert "--validate     run every start-up check that needs no GPU" in main_pc.USAGE
     assert "--show-config  with --validate: print the composed config first" in main_pc.USAGE
+
+
+def test_the_converter_names_a_file_it_cannot_read(tmp_path, capsys):
+    """A truncated or foreign state file gets one line naming it, not a traceback."""
+    from recipe.pc import convert_state
+
+    path = tmp_path / "pilot_commit_state.pt"
+    path.write_bytes(b"PK\x03\x04 not a whole zip")
+    assert convert_state.main([str(path), "--rollout-n", "4"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"cannot read {path} as a torch.save file: ") and err.count("\n") == 1, err
+    assert path.read_bytes() == b"PK\x03\x04 not a whole zip"  # nothing replaced
