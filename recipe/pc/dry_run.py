@@ -7,6 +7,7 @@ safetensors headers (no row, no weight) and the variables the launchers export f
 
 from __future__ import annotations
 
+import bisect
 import glob
 import math
 import os
@@ -27,7 +28,6 @@ HEADER = "dry run: what this run will do"
 ASSUMED_PASS_SHARE = 0.25
 # Adam keeps two moments a parameter, in the parameters' dtype.
 ADAM_OPTIMIZERS = ("adam", "adamw")
-HF_COPY_BYTES = 2  # verl writes the checkpoint's Hugging Face copy (save_contents hf_model) in bf16
 PILOT_ALLOCATORS = ("pilot_commit", "knapsack")
 
 
@@ -53,7 +53,7 @@ def summary(config, environ=os.environ, pass_share: float = ASSUMED_PASS_SHARE) 
     """The dry run's summary of a config that passed the start-up checks, one line an entry."""
     pc = PCSettings.from_config(config)
     trainer = config.trainer
-    steps = run_steps(config, pc)
+    steps = run_steps(config, pc, pass_share)
     rollouts = rollout_lines(pc, steps, pass_share)
     return [
         f"{HEADER} ({trainer.project_name}/{trainer.experiment_name})",
@@ -118,8 +118,9 @@ def _prompts(pc: PCSettings) -> str:
     return f"{trained}; {pc.gen_batch_size:,} new a round (data.gen_batch_size)"
 
 
-def run_steps(config, pc: PCSettings) -> Steps:
-    """trainer.total_training_steps, bounded by what the data holds: verl's count, epochs × whole rounds an epoch."""
+def run_steps(config, pc: PCSettings, pass_share: float = ASSUMED_PASS_SHARE) -> Steps:
+    """trainer.total_training_steps, bounded by what the data holds: verl's count, epochs × whole rounds an epoch.
+    A filtering allocator's step count is exact only where the data holds the rounds the estimate needs."""
     unit = "rounds" if pc.method == "dapo" and pc.group(DAPOSettings).step_unit == "round" else "steps"
     counted = train_rows(config)
     epochs, set_steps = int(config.trainer.total_epochs), config.trainer.total_training_steps
@@ -138,13 +139,20 @@ def run_steps(config, pc: PCSettings) -> Steps:
     held = (
         f"{_plural(epochs, 'epoch')} × {usable:,} rows{filtered} // {pc.gen_batch_size:,} a round = {rounds:,} rounds"
     )
+    # A GRPO round is a step unless a prompt filter leaves prompts out; a filtering allocator's step takes one round
+    # or more.
+    one_round_a_step = pc.method == "grpo" and pc.prompt_filter_name == "all"
     if set_steps is not None and rounds >= least_rounds(pc, set_steps, unit):
-        return Steps(set_steps, not filtered, unit, f"{set_steps:,} {unit} (trainer.total_training_steps); {held}")
-    # The data bounds the run: a GRPO round is a step (unless a prompt filter leaves prompts out), a PC step takes one
-    # round or more.
-    exact = pc.method == "grpo" and pc.prompt_filter_name == "all" and not filtered
+        text = f"{set_steps:,} {unit} (trainer.total_training_steps); {held}"
+        needed = estimated_rounds(pc, set_steps, unit, pass_share)
+        if one_round_a_step or rounds >= needed:
+            return Steps(set_steps, not filtered, unit, text)
+        return Steps(set_steps, False, unit, f"at most {text}; the estimate needs {needed:,}: the data may end first")
+    # The most steps the rounds can hold (below trainer.total_training_steps, which needs more).
+    most = bisect.bisect_right(range(rounds + 1), rounds, key=lambda t: least_rounds(pc, t, unit)) - 1
+    exact = one_round_a_step and not filtered
     why = "the data ends first" if set_steps is not None else "trainer.total_training_steps is null"
-    return Steps(rounds, exact, unit, f"{'' if exact else 'at most '}{rounds:,} {unit}: {why} ({held})")
+    return Steps(most, exact, unit, f"{'' if exact else 'at most '}{most:,} {unit}: {why} ({held})")
 
 
 def least_rounds(pc: PCSettings, steps: int, unit: str = "steps") -> int:
@@ -152,8 +160,26 @@ def least_rounds(pc: PCSettings, steps: int, unit: str = "steps") -> int:
     round (G a round); a pilot allocator's first step starts with a round that commits nothing."""
     if unit == "rounds":
         return steps
+    # A round's commits are drawn before its own pilots, so the idle first round adds to either bound.
     idle = pc.allocator.idle_rounds(pc) if pc.method in PILOT_ALLOCATORS else 0
-    return max(steps + idle, math.ceil(steps * pc.train_batch_size / pc.gen_batch_size))
+    return max(steps, math.ceil(steps * pc.train_batch_size / pc.gen_batch_size)) + idle
+
+
+def rounds_a_step(pc: PCSettings, pass_share: float) -> float:
+    """The estimate's rounds a step: enough rounds for ``train_batch_size`` passing prompts at ``pass_share``, at
+    least the fewest that can hold them, at most ``max_num_gen_batches``."""
+    B, G = pc.train_batch_size, pc.gen_batch_size
+    limit = pc.max_num_gen_batches if pc.max_num_gen_batches > 0 else math.inf  # then a step trains on what it has
+    fewest = math.ceil(B / G) if pc.method == "dapo" else 1
+    return min(max(B / (pass_share * G), fewest), limit)
+
+
+def estimated_rounds(pc: PCSettings, steps: int, unit: str, pass_share: float) -> int:
+    """The rounds ``steps`` steps take at the estimate (GRPO: one a step), the idle first round included."""
+    if unit == "rounds" or pc.method == "grpo":
+        return steps
+    idle = pc.allocator.idle_rounds(pc) if pc.method in PILOT_ALLOCATORS else 0
+    return math.ceil(steps * rounds_a_step(pc, pass_share)) + idle
 
 
 def rollout_lines(pc: PCSettings, steps: Steps, pass_share: float) -> Rollouts:
@@ -164,10 +190,9 @@ def rollout_lines(pc: PCSettings, steps: Steps, pass_share: float) -> Rollouts:
         per_step = B * sampled
         total = "unknown steps" if T is None else f"{'' if steps.exact else 'at most '}{T * per_step:,}"
         return Rollouts([_entry("rollouts", f"{per_step:,} a step ({B:,} × {sampled:,}); in all: {total}")], per_step)
-    limit = pc.max_num_gen_batches if pc.max_num_gen_batches > 0 else math.inf  # then a step trains on what it has
+    rounds = rounds_a_step(pc, pass_share)
     if pc.method == "dapo":
         fewest = math.ceil(B / G)
-        rounds = min(max(B / (pass_share * G), fewest), limit)
         per_round = G * sampled
         least, least_text = fewest * per_round, f"{fewest} × {G:,} prompts × {sampled:,}"
         estimate = rounds * per_round
@@ -180,7 +205,6 @@ def rollout_lines(pc: PCSettings, steps: Steps, pass_share: float) -> Rollouts:
             in_all = f"at least {least_rounds(pc, T) * per_round:,}; estimate {round(T * estimate):,}"
     elif pc.method in PILOT_ALLOCATORS:
         pilot = pc.pilot.n if pc.pilot.screen_n is None else pc.pilot.screen_n  # a screen that agrees ends a pilot
-        rounds = min(max(B / (pass_share * G), 1.0), limit)
         commits = B * sampled
         least, least_text = G * pilot + commits, f"a round of {G:,} × {pilot} pilots, {B:,} × {sampled:,} commits"
         estimate = rounds * G * pc.pilot.n + commits
@@ -303,9 +327,9 @@ def checkpoint_bytes_per_parameter(actor) -> tuple[int, str]:
             parts.append(f"{optimizer}'s 2 moments")
         else:
             parts.append(f"{optimizer}'s state not counted")
-    if "hf_model" in contents:
-        total += HF_COPY_BYTES
-        parts.append("a bf16 Hugging Face copy")
+    if "hf_model" in contents:  # verl hands save_pretrained the full state dict as trained, uncast
+        total += weight
+        parts.append(f"a {dtype} Hugging Face copy")
     return total, ", ".join(parts) or "nothing"
 
 

@@ -148,9 +148,23 @@ def test_steps_come_from_the_data_when_the_config_does_not_set_them_or_the_data_
         "192 steps: trainer.total_training_steps is null (3 epochs × 512 rows // 8 a round = 192 rounds)"
     )
     assert grpo["rollouts"] == "32 a step (8 × 4); in all: 6,144"
-    pc = lines_of(from_epochs(**PC))  # a PC step may take several rounds
-    assert pc["steps"].startswith("at most 96 steps: trainer.total_training_steps is null (3 epochs × 512 rows // 16")
-    assert pc["rollouts"].endswith(", if all 96 steps run")
+    pc = lines_of(from_epochs(**PC))  # a PC step may take several rounds, and the first round commits nothing
+    assert pc["steps"].startswith("at most 95 steps: trainer.total_training_steps is null (3 epochs × 512 rows // 16")
+    assert pc["rollouts"].endswith(", if all 95 steps run")
+    # Set steps: exact where the data holds the estimate's rounds (2 a step at 25% in the band, plus the first).
+    held = "3 epochs × 512 rows // 16 a round = 96 rounds"
+    for steps, line in (
+        (40, f"40 steps (trainer.total_training_steps); {held}"),
+        (
+            50,
+            f"at most 50 steps (trainer.total_training_steps); {held}; the estimate needs 101: the data may end first",
+        ),
+        (100, f"at most 95 steps: the data ends first ({held})"),
+    ):
+        assert (
+            lines_of(changed(base, **{**PC, "trainer__total_training_steps": steps}, trainer__total_epochs=3))["steps"]
+            == line
+        )
     short = lines_of(changed(base, **GRPO, trainer__total_epochs=1, data__train_max_samples=40))
     assert short["steps"] == "5 steps: the data ends first (1 epoch × 40 rows // 8 a round = 5 rounds)"
     (tmp_path / "unreadable.parquet").write_bytes(b"")  # no footer to read
@@ -177,14 +191,14 @@ def test_disk_counts_the_parameters_and_the_bytes_an_actor_checkpoint_holds(base
     )
     keep_one = lines_of(changed(saving, trainer__max_actor_ckpt_to_keep=1))
     assert keep_one["disk"].endswith("28.8 MB for the 2 checkpoints on disk at once")  # the old one until the new is in
-    hf_bf16 = {
-        "actor_rollout_ref__actor__checkpoint__save_contents": ["model", "optimizer", "extra", "hf_model"],
-        "actor_rollout_ref__actor__fsdp_config__model_dtype": "bf16",
-    }
-    assert lines_of(changed(saving, **hf_bf16))["disk"].startswith(
-        "9.6 MB a checkpoint (1,200,034 parameters × 8 bytes: bf16 weights, AdamW's 2 moments, a bf16 Hugging Face "
+    # The Hugging Face copy is the state dict as trained (verl does not cast it), in the weights' dtype.
+    hf = {"actor_rollout_ref__actor__checkpoint__save_contents": ["model", "optimizer", "extra", "hf_model"]}
+    assert lines_of(changed(saving, **hf))["disk"].startswith(
+        "19.2 MB a checkpoint (1,200,034 parameters × 16 bytes: fp32 weights, AdamW's 2 moments, a fp32 Hugging Face "
         "copy)"
     )
+    bf16 = changed(saving, **hf, actor_rollout_ref__actor__fsdp_config__model_dtype="bf16")
+    assert lines_of(bf16)["disk"].startswith("9.6 MB a checkpoint (1,200,034 parameters × 8 bytes: bf16 weights")
     hub = lines_of(changed(saving, actor_rollout_ref__model__path="Org/Model"))
     assert hub["disk"] == "model size unknown: Org/Model is not a local folder: a hub id is not read in a dry run"
     no_saves = lines_of(changed(saving, trainer__save_freq=-1))

@@ -82,9 +82,8 @@ def buffer_to_plain(entries: list[BufferEntry], next_order: int) -> dict:
             }
         )
     n_values = {e.num_rollouts for e in entries}
-    width = n_values.pop() if len(n_values) == 1 else 0
-    if n_values:
-        raise ValueError(f"buffer entries hold different rollout counts {sorted(n_values | {width})}")
+    if len(n_values) > 1:
+        raise ValueError(f"buffer entries hold different rollout counts {sorted(n_values)}")
 
     def column(values, dtype):
         return torch.tensor(values, dtype=dtype)

@@ -246,8 +246,8 @@ def _metrics_logged_to(path: str):
 
 # ---------------------------------------------------------------------- runs
 def trace(trainer):
-    """What a run did: generation inputs per round and trained groups per step."""
-    gen = [(c.global_steps, c.prompt_ids.tolist()) for c in trainer.async_rollout_manager.calls]
+    """What a run did: training generation inputs per round (validation left out) and trained groups per step."""
+    gen = [(c.global_steps, c.prompt_ids.tolist()) for c in trainer.async_rollout_manager.calls if not c.validate]
     updates = [
         (sorted(zip(c.uids, c.rollout_steps, c.acc, strict=True)))
         for c in trainer.actor_rollout_wg.calls
@@ -312,8 +312,8 @@ def assert_resumed_like(resumed: Run, full: Run, cut: int) -> None:
     full_gen, full_updates = full.trace
     gen, trained = resumed.trace
     _expect(resumed.trainer.actor_rollout_wg.loaded_step == cut, f"the resumed run did not load step {cut}")
-    rounds_before = full.steps[cut - 1][names.TOTAL_SAMPLING_ROUNDS]
-    _expect(gen == full_gen[rounds_before:], f"generation inputs differ after resuming at step {cut}")
+    # Selected by step, not by round count: a round whose prompts were all left out makes no generation call.
+    _expect(gen == [g for g in full_gen if g[0] > cut], f"generation inputs differ after resuming at step {cut}")
     _expect(trained == full_updates[cut:], f"trained groups differ after resuming at step {cut}")
 
 
