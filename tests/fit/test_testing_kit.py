@@ -109,3 +109,11 @@ def test_first_difference_is_bit_for_bit_and_names_where():
     assert first_difference({"a": 1}, {"b": 1}, "s") == "s: keys ['a', 'b'] are in only one of them"
     tensors = first_difference({"t": torch.tensor([1, 2])}, {"t": torch.tensor([1, 2], dtype=torch.int32)}, "s")
     assert tensors.startswith("s.t: got tensor([1, 2]), want tensor([1, 2], dtype=torch.int32)")
+
+
+def test_the_resume_check_holds_for_a_correct_allocator_that_validates(tmp_path):
+    """Validations (the uninterrupted run's before the cut, the resumed run's before it trains) do not shift the
+    comparison of generation calls."""
+    check_resume(
+        tmp_path, "pilot_commit", steps=3, cut=2, overrides=["trainer.test_freq=1", "trainer.val_before_train=true"]
+    )
