@@ -48,6 +48,8 @@ class CheckpointMixin:
         # Read and checked before verl loads the actor: a bad state fails fast, before any step.
         state = ckpt.read_state(state_path, self._state_config())
         self._check_allocator(state, state_path)
+        # The allocator's own state too: one that does not fit these settings is refused before verl loads the actor.
+        self._load_state_part(state_path, self.allocator.load_state_dict, state["allocator"]["state"])
         trainer_cfg = self.config.trainer
         saved = (trainer_cfg.resume_mode, trainer_cfg.get("resume_from_path"))
         with open_dict(trainer_cfg):
@@ -56,10 +58,7 @@ class CheckpointMixin:
                 super()._load_checkpoint()
             finally:
                 trainer_cfg.resume_mode, trainer_cfg.resume_from_path = saved
-        try:
-            self._load_pc_state(state)
-        except (KeyError, TypeError, ValueError, IndexError) as err:
-            raise ckpt.CheckpointError(f"{state_path} is malformed: {type(err).__name__}: {err}") from err
+        self._load_state_part(state_path, self._load_pc_state, state)
         self._resumed_from = folder
         logger.info("resumed PC state at step %d: %s", self.global_steps, self._pc_state_summary())
         # verl skips the dataloader state when global_steps looks like an epoch end (one batch per step);
@@ -67,6 +66,16 @@ class CheckpointMixin:
         data_path = os.path.join(folder, "data.pt")
         if os.path.exists(data_path):
             self.train_dataloader.load_state_dict(ckpt.load_plain_data(data_path))
+
+    @staticmethod
+    def _load_state_part(path: str, load, part) -> None:
+        """``load(part)``, naming the state file when the part is malformed or refused."""
+        try:
+            load(part)
+        except ckpt.CheckpointError as err:
+            raise ckpt.CheckpointError(f"{path}: {err}") from err
+        except (KeyError, TypeError, ValueError, IndexError) as err:
+            raise ckpt.CheckpointError(f"{path} is malformed: {type(err).__name__}: {err}") from err
 
     def _check_allocator(self, state: dict, path: str) -> None:
         saved = state["allocator"]["name"]
@@ -127,7 +136,7 @@ class CheckpointMixin:
         }
 
     def _load_pc_state(self, state: dict) -> None:
-        self.allocator.load_state_dict(state["allocator"]["state"])
+        """Everything but the allocator's state, which is loaded (and checked) before the actor."""
         key = self.prompt_filter.state_key
         if key is not None:
             if key in state:

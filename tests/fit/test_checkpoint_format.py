@@ -369,6 +369,7 @@ def test_a_version_1_state_still_resumes(tmp_path, tokenizer, fixture):
     state = ckpt.read_state(os.path.join(folder, ckpt.STATE_FILE), trainer._state_config())
     assert torch.load(os.path.join(folder, ckpt.STATE_FILE), weights_only=True)["version"] == 1
     assert state["version"] == ckpt.VERSION and state["allocator"]["name"] == "pilot_commit"
+    trainer.allocator.load_state_dict(state["allocator"]["state"])
     trainer._load_pc_state(state)
     assert trainer._pc_state_summary() == expected["summary"]
 
@@ -397,3 +398,24 @@ def test_a_state_of_another_allocator_is_refused_before_any_step(tmp_path, token
     # The message names the state file and the way out.
     assert "global_step_2/pilot_commit_state.pt was written by" in str(err)
     assert str(err).endswith("resume with the allocator it was saved with")
+
+
+def test_screens_waiting_in_a_state_are_refused_under_another_screen_size_before_any_step(tmp_path, tokenizer):
+    """Catches: pending screens completed with another ``screen_n`` (every such pilot misaligned), or refused only
+    after verl loaded the actor. With no screen pending the size may change (the resume tests cover that)."""
+    fit(tmp_path, tokenizer, 4, ["trainer.save_freq=1", "algorithm.exploration.screen_n=2"])
+    waiting = [s for s in range(1, 5) if "screened" in torch.load(state_path(tmp_path, s))["allocator"]["state"]]
+    assert waiting  # the run this test needs: some step ends with screens waiting
+    pending = torch.load(state_path(tmp_path, waiting[0]))["allocator"]["state"]["screened"]
+    count = len(ckpt.proto_from_plain(pending["prompts"]))
+    resume = ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={state_path(tmp_path, waiting[0]).parent}"]
+    for screen_n, now in (("3", "is 3"), ("null", "is off")):
+        err = resume_fails(
+            tmp_path,
+            tokenizer,
+            rf"holds {count} screened pilots of 2 rollouts waiting for the rest, but algorithm.exploration.screen_n "
+            rf"{now}; resume with algorithm.exploration.screen_n=2$",
+            extra=[*resume, f"algorithm.exploration.screen_n={screen_n}"],
+        )
+        assert str(state_path(tmp_path, waiting[0])) in str(err)
+

@@ -225,16 +225,23 @@ class PilotCommitAllocator(Allocator):
 
     def load_state_dict(self, state: dict) -> None:
         self.store.load_state_dict(state)
-        screened = state.get("screened")
-        if screened is not None and self.pc.pilot.screen_n is None:
-            raise ValueError(
-                "the state holds screened pilots waiting for the rest of their rollouts, but "
-                "algorithm.exploration.screen_n is off; resume with the screen_n it was saved with"
-            )
         self.screened = None
-        if screened is not None:
+        if state.get("screened") is not None:
             self.screened = ScreenedPilots(
-                ckpt.proto_from_plain(screened["prompts"]), ckpt.proto_from_plain(screened["rows"])
+                ckpt.proto_from_plain(state["screened"]["prompts"]), ckpt.proto_from_plain(state["screened"]["rows"])
+            )
+            self._check_screen_size(self.screened)
+
+    def _check_screen_size(self, screened: ScreenedPilots) -> None:
+        """Pending screens hold the screen size they were saved with (rows a prompt); completing them with another
+        would misalign every pilot. With none pending, screen_n may change across a resume."""
+        saved = len(screened.rows) // max(len(screened.prompts), 1)
+        configured = self.pc.pilot.screen_n
+        if configured != saved:
+            set_to = "is off" if configured is None else f"is {configured}"
+            raise ckpt.CheckpointError(
+                f"the state holds {len(screened.prompts)} screened pilots of {saved} rollouts waiting for the rest, "
+                f"but algorithm.exploration.screen_n {set_to}; resume with algorithm.exploration.screen_n={saved}"
             )
 
     def summary(self) -> str:
