@@ -418,4 +418,3 @@ def test_screens_waiting_in_a_state_are_refused_under_another_screen_size_before
             extra=[*resume, f"algorithm.exploration.screen_n={screen_n}"],
         )
         assert str(state_path(tmp_path, waiting[0])) in str(err)
-
