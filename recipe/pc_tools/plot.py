@@ -99,16 +99,22 @@ def plot_seeds(
     ylabel: str,
 ):
     """Per configuration: each seed's smoothed accuracy as a thin line, its mean curve (``means``: the seeds table's,
-    ``interpolated_mean_curve``) as a thick one.
+    ``interpolated_mean_curve``) as a thick one, and where ``means`` has ``low`` and ``high`` columns (``mean_band``)
+    the interval of the mean as a shaded band.
 
     Writes ``path`` and returns the matplotlib Figure."""
     fig, (ax,) = _figure(1)
+    banded = False
     for i, (config, labels) in enumerate(groups.items()):
         style = _style(i)
         mean = means[config]
         (line,) = ax.plot(
             mean["rollouts"], mean["smoothed"], label=f"{config} (mean of {len(labels)})", zorder=3 + i, **style
         )
+        if "low" in mean and mean["low"].notna().any():
+            band = ax.fill_between(mean["rollouts"], mean["low"], mean["high"], color=line.get_color(), alpha=0.15)
+            band.set(linewidth=0, zorder=1, label=f"{config}: 95% interval of the mean")
+            banded = True
         for label in labels:
             curve = curves[label]
             ax.plot(
@@ -121,7 +127,8 @@ def plot_seeds(
                 zorder=2,
             )
     ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:.4f}")
-    ax.set(title="Validation accuracy: seeds (thin) and their mean (thick)", xlabel="cumulative generated rollouts")
+    title = "Validation accuracy: seeds (thin), their mean (thick)" + (" and its 95% interval" if banded else "")
+    ax.set(title=title, xlabel="cumulative generated rollouts")
     ax.set(ylabel=ylabel)
     _rollouts_axis(ax)
     ax.legend()

@@ -137,6 +137,7 @@ from recipe.pc_tools.curves import (
     choose_benchmarks,
     interpolated_mean_curve,
     mark_run_end,
+    mean_band,
     mean_curve,
     seed_groups,
     validation_curve,
@@ -653,7 +654,10 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> tupl
         equal = equal_accuracy_table(step_means, baseline)
         _write_table(args.out, "equal_accuracy", equal_accuracy_markdown(equal, baseline), equal, written)
     if _plot_possible(args):
-        plot_seeds(curves, groups, means, target, args.out / "seeds_accuracy_vs_rollouts.png", ylabel)
+        bands = {
+            config: mean_band([curves[label] for label in labels], args.curve) for config, labels in groups.items()
+        }
+        plot_seeds(curves, groups, bands, target, args.out / "seeds_accuracy_vs_rollouts.png", ylabel)
         written.append(args.out / "seeds_accuracy_vs_rollouts.png")
     if args.interpolate:
         markdown += _interpolated_report(args, curves, groups, baseline, method, written)

@@ -589,6 +589,43 @@ def test_seed_plot_draws_thin_seeds_and_a_thick_mean(seed_logs, tmp_path):
     assert thick[1].get_xdata().tolist() == pytest.approx([0, 100, 120, 200, 240, 300])
 
 
+def hand_curve(rollouts, accuracy):
+    return pd.DataFrame({"rollouts": rollouts, "smoothed": accuracy})
+
+
+def test_the_mean_band_is_students_t_over_the_seeds_pointwise():
+    """Catches: a normal quantile or a population SD (both narrower), n degrees of freedom, or the band of the
+    points outside the range all seeds cover."""
+    seeds = [
+        hand_curve([0, 100, 200], [0.1, 0.2, 0.3]),
+        hand_curve([0, 100], [0.3, 0.4]),
+        hand_curve([0, 100], [0.2, 0.3]),
+    ]
+    band = curve_fns.mean_band(seeds)
+    assert band["rollouts"].tolist() == [0, 100]  # 200: one seed only, no mean there
+    assert band["smoothed"].tolist() == pytest.approx([0.2, 0.3])
+    half = 4.302652729749464 * 0.1 / np.sqrt(3)  # t(0.975, 2 df) × SD 0.1 / √3
+    assert (band["high"] - band["smoothed"]).tolist() == pytest.approx([half, half])
+    assert (band["smoothed"] - band["low"]).tolist() == pytest.approx([half, half])
+    lone = curve_fns.mean_band(seeds[:1])  # one seed: a mean, no interval
+    assert lone["smoothed"].tolist() == [0.1, 0.2, 0.3] and lone["low"].isna().all()
+
+
+def test_the_seed_plot_shades_the_interval_of_each_mean_it_has(tmp_path):
+    """Catches: a band drawn from the seeds' min and max, or around another configuration's mean."""
+    seeds = [hand_curve([0, 100], [0.1, 0.3]), hand_curve([0, 100], [0.3, 0.5])]
+    curves = {"a_s1": seeds[0], "a_s2": seeds[1], "b_s1": hand_curve([0, 100], [0.2, 0.2])}
+    groups = {"a": ["a_s1", "a_s2"], "b": ["b_s1"]}
+    bands = {"a": curve_fns.mean_band(seeds), "b": curve_fns.mean_band([curves["b_s1"]])}
+    fig = figures.plot_seeds(curves, groups, bands, 0.4, tmp_path / "seeds.png", "acc")
+    ax = fig.axes[0]
+    (shaded,) = ax.collections  # b has one seed: no band
+    assert shaded.get_label() == "a: 95% interval of the mean" and "95% interval" in ax.get_title()
+    half = 12.706204736174698 * np.std([0.1, 0.3], ddof=1) / np.sqrt(2)
+    corners = shaded.get_paths()[0].vertices
+    assert corners[:, 1].min() == pytest.approx(0.2 - half) and corners[:, 1].max() == pytest.approx(0.4 + half)
+
+
 def test_lines_of_different_runs_stay_distinguishable(logs, tmp_path):
     frames = {label: readers.load_run(path) for label, path in logs.items()}
     curves = {label: curve_fns.validation_curve(f, curve_fns.benchmark_columns(f)) for label, f in frames.items()}
