@@ -127,10 +127,10 @@ def plot_seeds(
                 zorder=2,
             )
     ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:.4f}")
-    title = "Validation accuracy: seeds (thin), their mean (thick)" + (" and its 95% interval" if banded else "")
+    title = "Validation accuracy: seeds (thin), mean (thick)" + (", 95% interval" if banded else "")
     ax.set(title=title, xlabel="cumulative generated rollouts")
     ax.set(ylabel=ylabel)
     _rollouts_axis(ax)
-    ax.legend()
+    ax.legend(fontsize="small")
     fig.savefig(path, dpi=150)
     return fig
