@@ -287,15 +287,15 @@ def interpolated_mean_curve(curves: list[pd.DataFrame], kind: str = "linear") ->
     return pd.DataFrame({"rollouts": points, "smoothed": mean}).dropna().reset_index(drop=True)
 
 
-def mean_band(curves: list[pd.DataFrame], kind: str = "linear", level: float = 0.95) -> pd.DataFrame:
-    """``interpolated_mean_curve`` with a pointwise ``level`` interval of the mean: ``low`` and ``high`` are the mean
-    ± Student's t quantile (n − 1 degrees of freedom) × the seeds' sample SD / √n at each point; NaN with one seed."""
+def mean_band(curves: list[pd.DataFrame], kind: str = "linear") -> pd.DataFrame:
+    """``interpolated_mean_curve`` with a pointwise 95% interval of the mean: ``low`` and ``high`` are the mean ±
+    Student's t quantile (n − 1 degrees of freedom) × the seeds' sample SD / √n at each point; NaN with one seed."""
     points = drawn_points(curves, kind)
     values = values_at(curves, points, kind)
     mean, n = values.mean(axis=0), len(curves)
     half = np.full_like(mean, np.nan)
     if n > 1:
-        quantile = scipy_module("stats").t.ppf(0.5 + level / 2, n - 1)
+        quantile = scipy_module("stats").t.ppf(0.975, n - 1)
         half = quantile * values.std(axis=0, ddof=1) / np.sqrt(n)
     band = pd.DataFrame({"rollouts": points, "smoothed": mean, "low": mean - half, "high": mean + half})
     return band.dropna(subset=["smoothed"]).reset_index(drop=True)

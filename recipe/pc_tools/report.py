@@ -654,9 +654,11 @@ def _seed_report(args, curves, benchmarks, columns, written: list[Path]) -> tupl
         equal = equal_accuracy_table(step_means, baseline)
         _write_table(args.out, "equal_accuracy", equal_accuracy_markdown(equal, baseline), equal, written)
     if _plot_possible(args):
-        bands = {
-            config: mean_band([curves[label] for label in labels], args.curve) for config, labels in groups.items()
-        }
+        try:
+            bands = {c: mean_band([curves[label] for label in labels], args.curve) for c, labels in groups.items()}
+        except ReportError as err:  # scipy missing: the means without their intervals
+            logger.warning("the seed plot has no intervals: %s", err)
+            bands = means
         plot_seeds(curves, groups, bands, target, args.out / "seeds_accuracy_vs_rollouts.png", ylabel)
         written.append(args.out / "seeds_accuracy_vs_rollouts.png")
     if args.interpolate:

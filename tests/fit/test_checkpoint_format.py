@@ -401,8 +401,8 @@ def test_a_state_of_another_allocator_is_refused_before_any_step(tmp_path, token
 
 
 def test_screens_waiting_in_a_state_are_refused_under_another_screen_size_before_any_step(tmp_path, tokenizer):
-    """Catches: pending screens completed with another ``screen_n`` (every such pilot misaligned), or refused only
-    after verl loaded the actor. With no screen pending the size may change (the resume tests cover that)."""
+    """Catches: pending screens completed with another ``screen_n`` (every such pilot misaligned), refused only
+    after verl loaded the actor, or every change of ``screen_n`` refused (with no screen pending it may change)."""
     fit(tmp_path, tokenizer, 4, ["trainer.save_freq=1", "algorithm.exploration.screen_n=2"])
     waiting = [s for s in range(1, 5) if "screened" in torch.load(state_path(tmp_path, s))["allocator"]["state"]]
     assert waiting  # the run this test needs: some step ends with screens waiting
@@ -418,3 +418,38 @@ def test_screens_waiting_in_a_state_are_refused_under_another_screen_size_before
             extra=[*resume, f"algorithm.exploration.screen_n={screen_n}"],
         )
         assert str(state_path(tmp_path, waiting[0])) in str(err)
+    # No screen pending (saved with screening off): screening may start on the resume.
+    plain = tmp_path / "plain"
+    fit(plain, tokenizer, 2, ["trainer.save_freq=2"])
+    env_file_logger(plain)
+    resumed = build_trainer(
+        plain, tokenizer, extra=["trainer.total_training_steps=4", "algorithm.exploration.screen_n=2"]
+    )
+    resumed._load_checkpoint()
+    assert resumed.actor_rollout_wg.loaded_step == 2 and resumed.allocator.screened is None
+
+
+SCREEN_2 = ["algorithm.exploration.screen_n=2"]
+
+
+def test_damaged_screens_in_a_state_are_named_malformed(tmp_path, tokenizer):
+    """Catches: rows that do not split evenly over the screened prompts read as some screen size."""
+    fit(tmp_path, tokenizer, 4, ["trainer.save_freq=1", "algorithm.exploration.screen_n=2"])
+    step = next(s for s in range(1, 5) if "screened" in torch.load(state_path(tmp_path, s))["allocator"]["state"])
+    state = torch.load(state_path(tmp_path, step))
+    screened = state["allocator"]["state"]["screened"]
+    rows = ckpt.proto_from_plain(screened["rows"])
+    screened["rows"] = ckpt.proto_to_plain(rows.select_idxs(list(range(len(rows) - 1))))
+    torch.save(state, state_path(tmp_path, step))
+    folder = state_path(tmp_path, step).parent
+    err = resume_fails(
+        tmp_path,
+        tokenizer,
+        rf"is malformed: ValueError: its screened pilots hold {len(rows) - 1} rollouts for",
+        extra=[
+            "trainer.resume_mode=resume_path",
+            f"trainer.resume_from_path={folder}",
+            "algorithm.exploration.screen_n=2",
+        ],
+    )
+    assert str(state_path(tmp_path, step)) in str(err)

@@ -626,6 +626,18 @@ def test_the_seed_plot_shades_the_interval_of_each_mean_it_has(tmp_path):
     assert corners[:, 1].min() == pytest.approx(0.2 - half) and corners[:, 1].max() == pytest.approx(0.4 + half)
 
 
+def test_without_scipy_the_seed_plot_draws_the_means_alone_and_says_why(seed_logs, tmp_path, monkeypatch, caplog):
+    def no_scipy(name):
+        raise ReportError("scipy is not installed")
+
+    drawn = {}
+    monkeypatch.setattr(report, "plot_seeds", lambda curves, groups, means, *_: drawn.update(means))
+    monkeypatch.setattr(curve_fns, "scipy_module", no_scipy)
+    assert report.main([*seed_logs, "--seeds", "--target", "0.45", "--out", str(tmp_path)]) == 0
+    assert drawn and all("low" not in mean for mean in drawn.values())
+    assert "the seed plot has no intervals: scipy is not installed" in caplog.text
+
+
 def test_lines_of_different_runs_stay_distinguishable(logs, tmp_path):
     frames = {label: readers.load_run(path) for label, path in logs.items()}
     curves = {label: curve_fns.validation_curve(f, curve_fns.benchmark_columns(f)) for label, f in frames.items()}

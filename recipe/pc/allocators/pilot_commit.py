@@ -235,12 +235,15 @@ class PilotCommitAllocator(Allocator):
     def _check_screen_size(self, screened: ScreenedPilots) -> None:
         """Pending screens hold the screen size they were saved with (rows a prompt); completing them with another
         would misalign every pilot. With none pending, screen_n may change across a resume."""
-        saved = len(screened.rows) // max(len(screened.prompts), 1)
+        prompts, rows = len(screened.prompts), len(screened.rows)
+        if prompts == 0 or rows % prompts:
+            raise ValueError(f"its screened pilots hold {rows} rollouts for {prompts} prompts")
+        saved = rows // prompts
         configured = self.pc.pilot.screen_n
         if configured != saved:
             set_to = "is off" if configured is None else f"is {configured}"
             raise ckpt.CheckpointError(
-                f"the state holds {len(screened.prompts)} screened pilots of {saved} rollouts waiting for the rest, "
+                f"the state holds {prompts} screened pilots of {saved} rollouts waiting for the rest, "
                 f"but algorithm.exploration.screen_n {set_to}; resume with algorithm.exploration.screen_n={saved}"
             )
 
