@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Rebuilds every table and figure of docs/results/regimes/README.md from the committed logs (CPU, ~2 min):
+# Rebuilds every table and figure of docs/results/regimes/README.md from the committed logs (CPU, ~7 min):
 #   bash scripts/make_tables.sh
 # REGIMES_OUT=DIR writes them under DIR instead (tests/docs/test_regime_tables.py checks the committed ones that way).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Every `python -m recipe.pc_tools.plan` and `python -m recipe.pc_tools.report` below runs in one Python process, the coprocess
+# Every `python -m recipe.pc_tools.plan`, `report` and `verdict` below runs in one Python process, the coprocess
 # TOOLS: a process per call imported torch and verl each time (~5 s), most of the script's minutes. Each call keeps
 # its own arguments, exit status and standard output (through the file $TOOLS_OUT); other `python` commands run as
 # they are.
@@ -43,7 +43,7 @@ exec {TOOLS_REQUESTS}>&"${TOOLS[1]}" {TOOLS_REPLIES}<&"${TOOLS[0]}"
 TOOLS_OUT=$(mktemp)
 trap 'rm -f "$TOOLS_OUT"' EXIT
 python() {
-  if [ "$1" != -m ] || { [ "$2" != recipe.pc_tools.plan ] && [ "$2" != recipe.pc_tools.report ]; }; then
+  if [ "$1" != -m ] || { [ "$2" != recipe.pc_tools.plan ] && [ "$2" != recipe.pc_tools.report ] && [ "$2" != recipe.pc_tools.verdict ]; }; then
     command python "$@"
     return
   fi
@@ -461,5 +461,9 @@ if [ "$(printf '%s\n' "${FINISHED[@]}" | grep -c '^grpo')" -ge 2 ] && [ "$(print
       --at-rollouts 9216,18432,27648 --curve $curve --max-gap 0.15 --target 0.40 --interval studentized \
       --equivalence-margin 0.02 --out $out "${FINISHED[@]}" >/dev/null
   done
+  # The reading rule applied to both tables: interim until 13 runs a side.
+  out=$R/prereg_pc4x60_equal_budgets
+  python -m recipe.pc_tools.verdict $out --pchip $out/pchip --budget 27648 --runs 13 --target 0.40 --names PC,GRPO \
+    --out $out/verdict.md >/dev/null
 fi
 ls $R/default $R/spread $R/default_g64 $R/calibrated $R/calibrated_g64 $R/calibrated_g64_t36 $R/default_stages $R/batch18_partial $R/calibrated_dapo_rerun $R/default_t40 $R/default480 $R/prereg_pc4x60

@@ -29,7 +29,7 @@ def test_committed_tables_are_rebuilt_from_the_committed_logs(tmp_path):
     env = {**os.environ, "REGIMES_OUT": str(tmp_path), "MPLBACKEND": "Agg"}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
     result = subprocess.run(
-        ["bash", os.path.join(ROOT, "scripts", "make_tables.sh")], env=env, capture_output=True, text=True, timeout=600
+        ["bash", os.path.join(ROOT, "scripts", "make_tables.sh")], env=env, capture_output=True, text=True, timeout=1200
     )
     assert result.returncode == 0, result.stderr[-3000:]
     built = tables_under(str(tmp_path))

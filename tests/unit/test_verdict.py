@@ -1,0 +1,113 @@
+"""The equal-budget reading rule (``recipe.pc_tools.verdict``) on hand-written interval tables whose verdicts are
+known: each branch of the rule, the interim reading, the PCHIP and rollouts-to-target remarks, and bad input."""
+
+import pandas as pd
+import pytest
+
+from recipe.pc_tools import verdict
+
+BUDGET = 27648
+PC = ",".join(f"pc_s{i}" for i in range(13))
+GRPO = ",".join(f"grpo_s{i}" for i in range(13))
+
+
+def write_table(folder, estimate=0.0, low=-0.01, high=0.01, p=0.5, tost_p=0.01, ratio=(0.9, 0.8, 1.0), runs=PC):
+    """An intervals.csv as report --ci --equivalence-margin 0.02 writes it: differences at 3 budgets, one ratio."""
+    folder.mkdir(parents=True, exist_ok=True)
+    common = {"configuration": "pc", "runs": runs, "baseline_runs": GRPO, "margin": 0.02}
+    rows = [
+        {**common, "measure": "difference", "rollouts": b, "estimate": 0.5, "low": 0.4, "high": 0.6, "p_value": 0.0}
+        | {"tost_p": 0.9}
+        for b in (9216.0, 18432.0)
+    ]
+    rows.append(
+        {**common, "measure": "difference", "rollouts": float(BUDGET), "estimate": estimate, "low": low, "high": high}
+        | {"p_value": p, "tost_p": tost_p}
+    )
+    rows.append({**common, "measure": "ratio", "estimate": ratio[0], "low": ratio[1], "high": ratio[2], "target": 0.4})
+    pd.DataFrame(rows).to_csv(folder / "intervals.csv", index=False)
+    return folder
+
+
+def headline(tmp_path, pchip=None, **row):
+    lines = verdict.reading_lines(write_table(tmp_path / "linear", **row), pchip, BUDGET, 13, 0.40, ("PC", "GRPO"))
+    return lines[0], lines
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        # E and not D
+        (dict(estimate=0.002, low=-0.01, high=0.014, p=0.6, tost_p=0.01), "PC and GRPO are equivalent within ±0.02"),
+        # D and not E, each sign
+        (dict(estimate=0.03, low=0.01, high=0.05, p=0.01, tost_p=0.7), "PC is ahead at 27,648 rollouts"),
+        (dict(estimate=-0.03, low=-0.05, high=-0.01, p=0.01, tost_p=0.7), "PC is behind at 27,648 rollouts"),
+        # D and E
+        (dict(estimate=0.01, low=0.002, high=0.018, p=0.02, tost_p=0.03), "PC is ahead, by less than 0.02 at"),
+        # D needs both: a small p with an interval holding 0, or an interval without 0 and a large p
+        (dict(estimate=0.02, low=-0.001, high=0.04, p=0.01, tost_p=0.4), "inconclusive at this margin"),
+        (dict(estimate=0.02, low=0.001, high=0.04, p=0.06, tost_p=0.4), "inconclusive at this margin"),
+    ],
+)
+def test_each_branch_of_the_rule_reads_as_written(tmp_path, row, expected):
+    """Catches: D read from the p value or the interval alone, the sign of 'ahead' flipped, or E and D together read
+    as plain equivalence."""
+    first, lines = headline(tmp_path, **row)
+    assert expected in first and "(13 a side; linear curves)" in first
+    if "inconclusive" in expected:
+        assert f"the differences left open are [{row['low']:+.3f}, {row['high']:+.3f}]".replace("-", "−") in first
+
+
+def test_fewer_runs_than_the_rule_needs_give_numbers_and_no_verdict(tmp_path):
+    """Catches: a verdict printed from 12 runs, or the interim line losing the numbers it publishes."""
+    twelve = ",".join(f"pc_s{i}" for i in range(12))
+    first, lines = headline(tmp_path, estimate=0.002, low=-0.01, high=0.014, p=0.6, tost_p=0.01, runs=twelve)
+    assert first == "**interim (PC 12, GRPO 13), no verdict before 13 a side** (linear curves)."
+    assert not any("equivalent within ±0.02 at" in line for line in lines)
+    assert "+0.002, 95% interval [−0.010, +0.014], permutation p = 0.6000" in lines[1]
+    assert lines[2].endswith("yes, p = 0.0100")
+
+
+def test_a_pchip_reading_that_disagrees_is_named_and_the_linear_one_stands(tmp_path):
+    pchip = write_table(tmp_path / "pchip", estimate=0.03, low=0.01, high=0.05, p=0.01, tost_p=0.7)
+    first, lines = headline(tmp_path, pchip, estimate=0.002, low=-0.01, high=0.014, p=0.6, tost_p=0.01)
+    assert "equivalent" in first
+    assert lines[4] == (
+        "- PCHIP: +0.030 [+0.010, +0.050], a different verdict (PC is ahead at 27,648 rollouts); the linear reading "
+        "stands"
+    )
+    same = write_table(tmp_path / "same", estimate=0.001, low=-0.012, high=0.015, p=0.7, tost_p=0.02)
+    _, lines = headline(tmp_path, same, estimate=0.002, low=-0.01, high=0.014, p=0.6, tost_p=0.01)
+    assert lines[4].endswith("the same verdict")
+
+
+@pytest.mark.parametrize(
+    ("estimate", "ratio", "remark"),
+    [
+        (0.03, (0.8, 0.7, 0.9), "the same way as the difference"),  # ahead, fewer rollouts
+        (0.03, (1.2, 1.1, 1.3), "the other way from the difference at the budget, which decides"),
+        (-0.03, (0.8, 0.7, 0.9), "the other way from the difference at the budget, which decides"),
+        (0.03, (float("inf"), 0.7, float("inf")), "rollouts to 0.40: not reached"),
+        (0.03, (float("nan"), 0.7, 1.3), "rollouts to 0.40: not read"),
+    ],
+)
+def test_rollouts_to_target_is_read_with_its_direction(tmp_path, estimate, ratio, remark):
+    """Catches: a ratio below 1 read as behind, or a not-reached ratio printed as a number."""
+    _, lines = headline(tmp_path, estimate=estimate, low=-0.05, high=0.05, ratio=ratio)
+    assert remark in lines[-1]
+
+
+def test_a_missing_table_or_budget_stops_with_one_line(tmp_path, capsys):
+    assert verdict.main([str(tmp_path / "none"), "--budget", "27648"]) == 2
+    assert capsys.readouterr().err.strip().startswith(f"ERROR: {tmp_path / 'none' / 'intervals.csv'} cannot be read")
+    write_table(tmp_path / "t")
+    assert verdict.main([str(tmp_path / "t"), "--budget", "20000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("has no difference at 20,000 rollouts (has: 9,216, 18,432, 27,648); check --budget")
+
+
+def test_the_command_names_the_configurations_from_the_table_and_writes_the_reading(tmp_path, capsys):
+    folder = write_table(tmp_path / "t")
+    assert verdict.main([str(folder), "--budget", "27648", "--out", str(tmp_path / "verdict.md")]) == 0
+    out = capsys.readouterr().out
+    assert "pc and grpo are equivalent within ±0.02" in out and out == (tmp_path / "verdict.md").read_text()
