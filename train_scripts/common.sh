@@ -14,6 +14,7 @@
 #                    folder; then print what the run will do: GPUs, rollouts a step and in all, validation and
 #                    checkpoints, their disk, logs
 #   SHOW_CONFIG=1    with DRY_RUN=1: print the composed config first
+#   PASS_SHARE       with DRY_RUN=1: the share of pilots in the band its rollout estimate assumes (default 0.25)
 #   TRAINER_CMD      the command the overrides go to (default `python3 -m recipe.pc.main_pc`; tests put a stand-in)
 # Extra Hydra overrides given to a script are appended last, so they win.
 

@@ -14,7 +14,8 @@
 # weight-sync socket by the Ray job id: see run_on_own_ray; PC_SLOT_DIR, default /tmp/pc_ray_slots, holds the slot
 # locks; that head is a `ray start`, so Ray's token authentication applies as on any cluster:
 # scripts/gpu/launch.sh sets RAY_AUTH_MODE=disabled), DRY_RUN=1 (check the config without a GPU, the model not
-# fetched, then print what the run will do; SHOW_CONFIG=1 also prints the composed config), TRAINER_CMD (the
+# fetched, then print what the run will do; SHOW_CONFIG=1 also prints the composed config, PASS_SHARE sets the share of
+# pilots in the band its rollout estimate assumes), TRAINER_CMD (the
 # command the overrides go to, default `python3 -m recipe.pc.main_pc`; the tests put a stand-in there), PRESET (reference or improved, as in common.sh; it also names
 # the experiment, <experiment>-<PRESET>; unset: pc_trainer.yaml's defaults, the improved behaviour, with which the
 # arithmetic comparison ran).

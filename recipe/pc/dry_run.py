@@ -23,9 +23,30 @@ from recipe.pc.startup_checks import actor_dp_size, train_rows
 
 HEADER = "dry run: what this run will do"
 # The estimates' share of filtered candidates that pass (PC and knapsack: pilots in the band; DAPO: groups whose
-# rollouts disagree). The regime study's runs logged 0.12-0.36 (docs/tools.md); `plan predict` on a rollout dump of
-# the same data gives a share of its own.
+# rollouts disagree), unless PASS_SHARE gives one. The regime study's runs logged 0.12-0.36 (docs/tools.md); a run's
+# own is its logged filtering_stats/pass_rate.
 ASSUMED_PASS_SHARE = 0.25
+PASS_SHARE_VAR = "PASS_SHARE"
+
+
+def pass_share_from(environ) -> float:
+    """The share the estimates assume: ``PASS_SHARE`` when set, else ``ASSUMED_PASS_SHARE``; ValueError naming the
+    variable when it is not a share in (0, 1]."""
+    text = environ.get(PASS_SHARE_VAR)
+    if text is None or not text.strip():
+        return ASSUMED_PASS_SHARE
+    try:
+        share = float(text)
+    except ValueError:
+        share = math.nan
+    if not 0 < share <= 1:
+        raise ValueError(
+            f"{PASS_SHARE_VAR}={text} must be a share in (0, 1], e.g. 0.3 for 30% of the pilots in the band; unset it "
+            f"for the default {ASSUMED_PASS_SHARE:g}"
+        )
+    return share
+
+
 # Adam keeps two moments a parameter, in the parameters' dtype.
 ADAM_OPTIMIZERS = ("adam", "adamw")
 PILOT_ALLOCATORS = ("pilot_commit", "knapsack")
@@ -49,8 +70,10 @@ class Rollouts:
     per_step: int | None  # exact rollouts a step (GRPO), else None
 
 
-def summary(config, environ=os.environ, pass_share: float = ASSUMED_PASS_SHARE) -> list[str]:
-    """The dry run's summary of a config that passed the start-up checks, one line an entry."""
+def summary(config, environ=os.environ) -> list[str]:
+    """The dry run's summary of a config that passed the start-up checks, one line an entry; the estimates assume
+    ``PASS_SHARE`` of ``environ`` (``pass_share_from``)."""
+    pass_share = pass_share_from(environ)
     pc = PCSettings.from_config(config)
     trainer = config.trainer
     steps = run_steps(config, pc, pass_share)
@@ -191,12 +214,13 @@ def rollout_lines(pc: PCSettings, steps: Steps, pass_share: float) -> Rollouts:
         total = "unknown steps" if T is None else f"{'' if steps.exact else 'at most '}{T * per_step:,}"
         return Rollouts([_entry("rollouts", f"{per_step:,} a step ({B:,} × {sampled:,}); in all: {total}")], per_step)
     rounds = rounds_a_step(pc, pass_share)
+    pace = f"{rounds:.2f} rounds a step; {PASS_SHARE_VAR}={pass_share:g}"
     if pc.method == "dapo":
         fewest = math.ceil(B / G)
         per_round = G * sampled
         least, least_text = fewest * per_round, f"{fewest} × {G:,} prompts × {sampled:,}"
         estimate = rounds * per_round
-        assumed = f"if {pass_share:.0%} of the groups vary ({rounds:.2f} rounds a step)"
+        assumed = f"if {pass_share:.0%} of the groups vary ({pace})"
         if T is None:
             in_all = "unknown steps"
         elif steps.unit == "rounds":  # the run is T rounds, whatever its steps
@@ -208,7 +232,7 @@ def rollout_lines(pc: PCSettings, steps: Steps, pass_share: float) -> Rollouts:
         commits = B * sampled
         least, least_text = G * pilot + commits, f"a round of {G:,} × {pilot} pilots, {B:,} × {sampled:,} commits"
         estimate = rounds * G * pc.pilot.n + commits
-        assumed = f"if {pass_share:.0%} of the pilots land in the band ({rounds:.2f} rounds a step)"
+        assumed = f"if {pass_share:.0%} of the pilots land in the band ({pace})"
         if pc.pilot.screen_n is not None:
             assumed += ", screened pilots counted whole"
         if T is None:

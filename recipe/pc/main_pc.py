@@ -39,7 +39,7 @@ from verl.utils.device import auto_set_device
 import recipe.pc.allocators  # noqa: F401  (registered before Hydra composes: their key groups join the config)
 import recipe.pc.stages  # noqa: F401
 from recipe.pc import reference_loss
-from recipe.pc.dry_run import summary
+from recipe.pc.dry_run import pass_share_from, summary
 from recipe.pc.startup_checks import ground_truth_warnings, preflight
 
 # Variables the launchers set for the processes inside Ray. A Ray instance started by the driver inherits them;
@@ -193,6 +193,11 @@ def main(config):
 def dry_run(config, show_config: bool = False) -> None:
     """``--validate``: the composed config if asked for, the start-up checks (exit 1 on a problem), then the summary of
     what the run will do, on stdout."""
+    try:
+        pass_share_from(os.environ)
+    except ValueError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        sys.exit(1)
     if show_config:
         print(OmegaConf.to_yaml(config), end="")
     _report_and_exit_on_problems(config, fetch_model=False)

@@ -95,11 +95,14 @@ def test_pilot_commit_gives_a_minimum_from_the_pilot_size_and_an_estimate_at_its
     # estimated (10 x 2 + 1) x 32 + 480 = 1,152.
     assert got["rollouts"] == (
         "at least 80 a step (a round of 16 × 2 pilots, 8 × 6 commits)"
-        " | estimate 112 a step, if 25% of the pilots land in the band (2.00 rounds a step)"
+        " | estimate 112 a step, if 25% of the pilots land in the band (2.00 rounds a step; PASS_SHARE=0.25)"
         " | in all: at least 832; estimate 1,152"
     )
-    half = lines_of(changed(base, **PC), pass_share=0.5)  # one round a step: the estimate is the minimum
-    assert "estimate 80 a step, if 50% of the pilots land in the band (1.00 rounds a step)" in half["rollouts"]
+    half = lines_of(changed(base, **PC), {"PASS_SHARE": "0.5"})  # one round a step: the estimate is the minimum
+    assert (
+        "estimate 80 a step, if 50% of the pilots land in the band (1.00 rounds a step; PASS_SHARE=0.5)"
+        in (half["rollouts"])
+    )
     # A screen of 2 of 4 pilot rollouts lowers the minimum (a screen that agrees ends the pilot), not the estimate.
     screened = lines_of(changed(base, **{**PC, "algorithm__exploration__n": 4}, algorithm__exploration__screen_n=2))
     assert screened["rollouts"].startswith("at least 80 a step (a round of 16 × 2 pilots, 8 × 6 commits)")
@@ -115,7 +118,7 @@ def test_dapo_counts_rounds_of_whole_groups_and_its_round_unit_counts_the_run_in
     # A round: 24 x 4 = 96. At a 25% share a step takes 8 / (0.25 x 24) = 1.33 rounds.
     assert got["rollouts"] == (
         "at least 96 a step (1 × 24 prompts × 4)"
-        " | estimate 128 a step, if 25% of the groups vary (1.33 rounds a step)"
+        " | estimate 128 a step, if 25% of the groups vary (1.33 rounds a step; PASS_SHARE=0.25)"
         " | in all: at least 960; estimate 1,280"
     )
     rounds = changed(base, **DAPO, trainer__total_training_steps=10, algorithm__dapo_step_unit="round")
@@ -233,3 +236,17 @@ def test_the_dry_run_prints_the_summary_once_the_checks_pass_and_the_config_only
     with pytest.raises(SystemExit) as stopped:  # a failed check: no summary
         main_pc.dry_run(changed(base, algorithm__exploration__n=0))
     assert stopped.value.code == 1 and capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "abc", "-0.2", "nan"])
+def test_a_pass_share_outside_0_to_1_stops_the_dry_run_with_one_line(base, capsys, monkeypatch, value):
+    """Catches: a share of 0 dividing by zero, a share above 1 read as fewer rounds than one, or text traced back."""
+    monkeypatch.setenv("PASS_SHARE", value)
+    with pytest.raises(SystemExit) as stopped:
+        main_pc.dry_run(changed(base, **PC))
+    out, err = capsys.readouterr()
+    assert stopped.value.code == 1 and out == ""
+    assert err == (
+        f"config error: PASS_SHARE={value} must be a share in (0, 1], e.g. 0.3 for 30% of the pilots in the band; "
+        "unset it for the default 0.25\n"
+    )
