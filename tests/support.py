@@ -77,50 +77,6 @@ def env_file_logger(tmp_path) -> str:
     return path
 
 
-def pilot_of(correct_counts, n):
-    """Interleaved pilot rows: prompt i has correct_counts[i] correct of n rollouts."""
-    import numpy as np
-
-    ids = np.repeat(np.arange(100, 100 + len(correct_counts)), n)
-    values = np.concatenate([[1.0] * c + [0.0] * (n - c) for c in correct_counts])
-    return ids, values
-
-
-# ---------------------------------------------------------------------- an allocator round by round
-def round_of(alloc, state, prompts, outcomes, step: int = 1):
-    """One round as the trainer runs it: plan, the generated rows (``outcomes(requests)``), absorb, fold."""
-    view = state.view(step, alloc.pc.train_batch_size)
-    plan = alloc.plan(prompts, view)
-    generated = outcomes(plan.requests)
-    result = alloc.absorb(plan, generated, view)
-    state.fold(result)
-    return plan.requests, result
-
-
-def prompt_rows(ids, uids=None):
-    """Dataloader rows: only the prompt id (and, where a group's rows are checked, its uid) matters to an allocator."""
-    import numpy as np
-    import torch
-    from verl import DataProto
-
-    ids = np.asarray(ids, dtype=np.int64)
-    non_tensors = {"index": ids} if uids is None else {"index": ids, "uid": np.asarray(uids, dtype=object)}
-    return DataProto.from_dict(tensors={"prompt": torch.from_numpy(ids)[:, None]}, non_tensors=non_tensors)
-
-
-def rollout_rows(ids, values, metric="acc"):
-    """Generated rows as absorb gets them: ``values`` interleaved per prompt, each row tagged (prompt, position)."""
-    import numpy as np
-    import torch
-    from verl import DataProto
-
-    ids, values = np.asarray(ids, dtype=np.int64), np.asarray(values, dtype=np.float64)
-    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-    position = np.arange(len(ids)) - first[inverse]  # a prompt's rows are consecutive
-    responses = torch.from_numpy(np.stack([ids, position], axis=1))
-    return DataProto.from_dict(tensors={"responses": responses}, non_tensors={"index": ids, metric: values})
-
-
 # ---------------------------------------------------------------------- the launch scripts
 PAPER_SCRIPTS = sorted(
     os.path.basename(p)

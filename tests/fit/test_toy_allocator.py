@@ -14,7 +14,22 @@ from recipe.pc import metric_names as names
 from recipe.pc.main_pc import unknown_key_problems
 from recipe.pc.registry import ALLOCATORS, KEY_GROUPS
 from recipe.pc.settings import PCConfigError, PCSettings
-from recipe.pc.testing import N_COMMIT, B, G, check_resume, compose_pc_config, price, registered, train
+from recipe.pc.step import StepState
+from recipe.pc.testing import (
+    N_COMMIT,
+    B,
+    G,
+    allocator,
+    check_resume,
+    compose_pc_config,
+    pilot_of,
+    play_round,
+    price,
+    prompt_rows,
+    registered,
+    rollout_rows,
+    train,
+)
 from recipe.pc_tools import plan
 
 TOY = "skip_agreed"
@@ -70,6 +85,26 @@ def test_the_documented_allocator_leaves_agreed_prompts_out_and_resumes_like_an_
     for call in (c for c in full.trainer.actor_rollout_wg.calls if c.kind == "update_actor"):
         for uid in set(call.uids):  # every trained group disagrees
             assert len({a for u, a in zip(call.uids, call.acc, strict=True) if u == uid}) == 2
+
+
+def test_the_kit_drives_the_documented_allocator_round_by_round(toy):
+    """One round and the next without a trainer (``play_round``): the groups that disagree train, and a prompt whose
+    group agreed is not asked for again."""
+    alloc, state = allocator(TOY, ["data.train_batch_size=4", "actor_rollout_ref.rollout.n=4"]), StepState()
+    ids, values = pilot_of([2, 4, 0, 1], 4)  # prompts 100-103: 100 and 103 disagree, 101 and 102 agree
+
+    def outcomes(requests):
+        (request,) = requests
+        asked = request.prompts.non_tensor_batch["index"]
+        keep = np.isin(ids, asked)
+        return {request.name: rollout_rows(ids[keep], values[keep])}
+
+    requests, result = play_round(alloc, state, prompt_rows(ids[::4]), outcomes)
+    assert [(r.name, r.n, len(r.prompts)) for r in requests] == [("groups", 4, 4)]
+    assert result.segments[0].rows.non_tensor_batch["index"].tolist() == [100] * 4 + [103] * 4
+    assert state.view(1, 4).needed == 2  # two of the step's four prompts are in
+    requests, _ = play_round(alloc, state, prompt_rows(ids[::4]), outcomes)
+    assert requests[0].prompts.non_tensor_batch["index"].tolist() == [100, 103]
 
 
 def test_the_documented_allocators_knob_is_a_config_key_with_its_default(tmp_path, toy):

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import pilot_of
 
 from recipe.pc.allocation import (
     classify_by_spread,
@@ -17,6 +16,7 @@ from recipe.pc.allocation import (
     select_responses,
     stale_mask,
 )
+from recipe.pc.testing import pilot_of
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ import copy
 
 import numpy as np
 import pytest
-from support import pilot_of, prompt_rows, rollout_rows, round_of
 
 from recipe.pc import metric_names as m
 from recipe.pc.allocators import make_allocator
@@ -17,12 +16,7 @@ from recipe.pc.allocators.base import COMMIT, GROUP, PILOT
 from recipe.pc.settings import PCSettings
 from recipe.pc.stages.prompt_filter import PromptFilter
 from recipe.pc.step import Generation, RunCounters, StepLoop, StepState
-from recipe.pc.testing import compose_pc_config
-
-
-def allocator(*overrides):
-    settings = PCSettings.from_config(compose_pc_config(list(overrides)))
-    return make_allocator(settings, np.random.default_rng(0))
+from recipe.pc.testing import allocator, compose_pc_config, pilot_of, play_round, prompt_rows, rollout_rows
 
 
 def step_loop(alloc) -> StepLoop:
@@ -34,7 +28,7 @@ def pilot_round(alloc, correct_counts, n, step=1, state=None):
     """One round of ``alloc`` piloting one prompt per entry of ``correct_counts`` (prompt ids 100, 101, ...)."""
     state = state or StepState()
     ids, values = pilot_of(correct_counts, n)
-    requests, result = round_of(alloc, state, prompt_rows(ids[::n]), lambda r: {r[0].name: rollout_rows(ids, values)})
+    requests, result = play_round(alloc, state, prompt_rows(ids[::n]), lambda r: {r[0].name: rollout_rows(ids, values)})
     assert [(r.kind, r.n, len(r.prompts)) for r in requests] == [(PILOT, n, len(correct_counts))]
     assert result.segments == [] and result.committed_ids.size == 0  # nothing buffered yet: nothing trains
     return state, ids[::n]
@@ -48,10 +42,13 @@ def pilot_round(alloc, correct_counts, n, step=1, state=None):
 )
 def test_the_pilot_band_counts_every_verdict_exactly(n, too_incorrect, passed, too_correct):
     alloc = allocator(
-        f"algorithm.exploration.n={n}",
-        "algorithm.diversity_threshold_lower=0.125",
-        "algorithm.diversity_threshold_upper=0.25",
-        "algorithm.exclude_threshold_upper=null",
+        "pilot_commit",
+        [
+            f"algorithm.exploration.n={n}",
+            "algorithm.diversity_threshold_lower=0.125",
+            "algorithm.diversity_threshold_upper=0.25",
+            "algorithm.exclude_threshold_upper=null",
+        ],
     )
     tally, _ = pilot_round(alloc, range(n + 1), n)  # prompt 100 + c has c of n correct
     assert (tally.too_incorrect, tally.passed, tally.too_correct) == (len(too_incorrect), len(passed), len(too_correct))
@@ -65,9 +62,12 @@ def test_the_pilot_band_counts_every_verdict_exactly(n, too_incorrect, passed, t
 )
 def test_a_round_that_commits_the_whole_buffer_orders_it_by_the_setting(take_all_order, committed):
     alloc = allocator(
-        "algorithm.buffer_sampling_method=max_variance",
-        f"algorithm.buffer_take_all_order={take_all_order}",
-        "data.train_batch_size=8",
+        "pilot_commit",
+        [
+            "algorithm.buffer_sampling_method=max_variance",
+            f"algorithm.buffer_take_all_order={take_all_order}",
+            "data.train_batch_size=8",
+        ],
     )
     state, _ = pilot_round(alloc, [1, 4, 2, 3], 8)  # all four pass; the second spreads most
     plan = alloc.plan(prompt_rows([200]), state.view(1, alloc.pc.train_batch_size))
@@ -91,7 +91,9 @@ class EvictingDataset:
     [(8, 0.5, range(4, 9)), (16, 0.875, range(14, 17)), (16, 0.5, range(8, 17))],
 )
 def test_eviction_below_one_marks_exactly_the_prompts_at_or_above_the_threshold(n, threshold, evicted_counts):
-    alloc = allocator(f"algorithm.exploration.n={n}", f"algorithm.exclude_threshold_upper={threshold}")
+    alloc = allocator(
+        "pilot_commit", [f"algorithm.exploration.n={n}", f"algorithm.exclude_threshold_upper={threshold}"]
+    )
     tally, _ = pilot_round(alloc, range(n + 1), n)
     expected = {100 + c for c in evicted_counts}
     assert alloc.evict_next_epoch == expected and tally.evict_marked == len(expected)
@@ -119,18 +121,21 @@ def commit_round(alloc, tally, new_counts, first_id, buffered_ids, step=1):
         commit = rollout_rows(np.repeat(commit_ids, N_COMMIT), np.tile([1.0, 0.0, 0.0], len(commit_ids)))
         return {requests[0].name: rollout_rows(ids, values), requests[1].name: commit}
 
-    requests, result = round_of(alloc, tally, prompt_rows(ids[::N_PILOT]), outcomes, step)
+    requests, result = play_round(alloc, tally, prompt_rows(ids[::N_PILOT]), outcomes, step)
     assert result.committed_ids.tolist() == requests[1].prompts.non_tensor_batch["index"].tolist()
     return requests, result.segments, result.committed_ids
 
 
 def test_commits_take_what_the_batch_still_needs_and_reuse_n_effective_pilots_each():
     alloc = allocator(
-        f"data.train_batch_size={B}",
-        "data.gen_batch_size=5",
-        f"algorithm.exploration.n={N_PILOT}",
-        f"algorithm.exploration.n_effective={N_EFFECTIVE}",
-        f"actor_rollout_ref.rollout.n={N_COMMIT}",
+        "pilot_commit",
+        [
+            f"data.train_batch_size={B}",
+            "data.gen_batch_size=5",
+            f"algorithm.exploration.n={N_PILOT}",
+            f"algorithm.exploration.n_effective={N_EFFECTIVE}",
+            f"actor_rollout_ref.rollout.n={N_COMMIT}",
+        ],
     )
     tally, first_ids = pilot_round(alloc, [2, 2, 2, 0, 4], N_PILOT)  # three prompts reach the buffer
     buffered = set(first_ids[:3].tolist())
@@ -171,15 +176,17 @@ def test_dapo_trains_the_groups_whose_scores_vary_whatever_their_mean():
         6: [0.0] * 4,  # flat at 0: dropped
     }
     alloc = allocator(
-        "algorithm.rollout_allocation=dapo",
-        "algorithm.agg_metric=score",
-        "data.train_batch_size=6",
-        "data.gen_batch_size=6",
-        "actor_rollout_ref.rollout.n=4",
+        "dapo",
+        [
+            "algorithm.agg_metric=score",
+            "data.train_batch_size=6",
+            "data.gen_batch_size=6",
+            "actor_rollout_ref.rollout.n=4",
+        ],
     )
     tally = StepState()
     rows = rollout_rows(np.repeat(list(groups), 4), np.concatenate(list(groups.values())), metric="score")
-    (request,), result = round_of(alloc, tally, prompt_rows(list(groups)), lambda r: {r[0].name: rows})
+    (request,), result = play_round(alloc, tally, prompt_rows(list(groups)), lambda r: {r[0].name: rows})
     assert (request.kind, request.n) == (GROUP, 4)
     (segment,) = result.segments
     assert segment.column("index").tolist() == [3] * 4 + [5] * 4
@@ -220,10 +227,13 @@ def test_a_buffered_pilot_commits_up_to_one_step_past_the_bound_and_is_flushed_a
     """Catches: buffered pilots kept one step longer than algorithm.buffer_max_off_steps allows (or one step less)."""
     max_off = 1
     alloc = allocator(
-        "data.train_batch_size=8",
-        "data.gen_batch_size=2",
-        f"algorithm.exploration.n={N_PILOT}",
-        f"algorithm.buffer_max_off_steps={max_off}",
+        "pilot_commit",
+        [
+            "data.train_batch_size=8",
+            "data.gen_batch_size=2",
+            f"algorithm.exploration.n={N_PILOT}",
+            f"algorithm.buffer_max_off_steps={max_off}",
+        ],
     )
     pilot_round(alloc, [2, 2], N_PILOT, step=1)  # both prompts wait in the buffer from step 1
     for step in range(1, max_off + 2):
@@ -242,10 +252,13 @@ def test_a_prompt_committed_earlier_in_the_step_is_neither_buffered_nor_committe
     """Catches: rounds that do not see the prompts the step has already committed (``StepView.committed_ids``): a
     prompt piloted again in the same step (after an epoch boundary) would be buffered and committed a second time."""
     alloc = allocator(
-        "data.train_batch_size=4",
-        "data.gen_batch_size=2",
-        f"algorithm.exploration.n={N_PILOT}",
-        f"actor_rollout_ref.rollout.n={N_COMMIT}",
+        "pilot_commit",
+        [
+            "data.train_batch_size=4",
+            "data.gen_batch_size=2",
+            f"algorithm.exploration.n={N_PILOT}",
+            f"actor_rollout_ref.rollout.n={N_COMMIT}",
+        ],
     )
     state = StepState()
 
@@ -280,7 +293,7 @@ def test_a_plan_without_rows_calls_no_generation_and_hands_back_empty_rows():
             self.seen.append({name: len(rows) for name, rows in generated.items()})
             return RoundResult()
 
-    alloc = LeavesOut(allocator().pc, np.random.default_rng(0))
+    alloc = LeavesOut(allocator("pilot_commit").pc, np.random.default_rng(0))
     alloc.seen = []
 
     def generate(requests):
@@ -297,10 +310,10 @@ def test_grpo_trains_every_group_and_counts_as_filter_passes_only_those_a_spread
     """GRPO's groups all train (``passed``), but the cost model's filter pass rate counts the groups whose rollouts
     disagree, which GRPO reports through ``Verdict.filter_passed`` and the step folds through ``Verdict.passes``."""
     groups = {1: [1.0, 0.0, 1.0, 1.0], 2: [1.0] * 4, 3: [0.0] * 4, 4: [0.0, 1.0, 0.0, 0.0]}
-    alloc = allocator("algorithm.rollout_allocation=grpo", "data.train_batch_size=4", "actor_rollout_ref.rollout.n=4")
+    alloc = allocator("grpo", ["data.train_batch_size=4", "actor_rollout_ref.rollout.n=4"])
     tally = StepState()
     rows = rollout_rows(np.repeat(list(groups), 4), np.concatenate(list(groups.values())))
-    _, result = round_of(alloc, tally, prompt_rows(list(groups)), lambda r: {r[0].name: rows})
+    _, result = play_round(alloc, tally, prompt_rows(list(groups)), lambda r: {r[0].name: rows})
     assert tally.committed_ids == {1, 2, 3, 4} and tally.passed == 4
     assert tally.filter_passes == 2 and [v.passes for v in result.verdicts] == [2]
 
@@ -309,7 +322,7 @@ def test_grpo_trains_every_group_and_counts_as_filter_passes_only_those_a_spread
 def test_a_step_at_its_round_limit_trains_with_exactly_min_train_prompts(committed, ready):
     """At max_num_gen_batches rounds a step with min_train_prompts committed goes on (>=, not >); one short of it
     keeps generating."""
-    alloc = allocator("data.train_batch_size=8", "algorithm.max_num_gen_batches=3")
+    alloc = allocator("pilot_commit", ["data.train_batch_size=8", "algorithm.max_num_gen_batches=3"])
     loop = step_loop(alloc)
     loop.min_train_prompts, loop.warn = 5, False
     state = StepState(rounds=3, committed_ids=set(range(committed)))

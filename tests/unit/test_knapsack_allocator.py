@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 import yaml
 from omegaconf import OmegaConf
-from support import pilot_of, prompt_rows, rollout_rows, round_of
 
 from recipe.pc import metric_names as names
 from recipe.pc.allocators import make_allocator
 from recipe.pc.allocators.base import COMMIT, PILOT
 from recipe.pc.settings import PCConfigError, PCSettings
 from recipe.pc.step import StepState, round_uids
-from recipe.pc.testing import compose_pc_config
+from recipe.pc.testing import compose_pc_config, pilot_of, play_round, prompt_rows, rollout_rows
 
 N_PILOT, N_COMMIT = 4, 8
 KNAPSACK = [
@@ -69,7 +68,7 @@ def a_round(alloc, state, correct_counts, first_id, commit_outcome, gen_round, s
             generated[r.name] = rows
         return generated
 
-    return round_of(alloc, state, prompts, outcomes, step)
+    return play_round(alloc, state, prompts, outcomes, step)
 
 
 def commits_of(requests) -> dict[int, int]:
@@ -179,7 +178,7 @@ def test_a_pilot_metric_that_is_not_a_pass_is_refused_naming_the_key():
     prompts = prompt_rows([100, 101], uids=["1:100", "1:101"])
     rows = rollout_rows(np.repeat([100, 101], N_PILOT), [0.5, 0.0, 1.0, 0.0] * 2)
     rows.non_tensor_batch["uid"] = np.repeat(["1:100", "1:101"], N_PILOT).astype(object)
-    round_of(alloc, state, prompts, lambda r: {r[0].name: rows})
+    play_round(alloc, state, prompts, lambda r: {r[0].name: rows})
     with pytest.raises(ValueError, match="algorithm.agg_metric='acc' gave prompt 10[01] the pilot values"):
         alloc.plan(prompt_rows([]), state.view(1, 2))
 

@@ -5,12 +5,12 @@ import io
 
 import numpy as np
 import torch
-from support import pilot_of, prompt_rows, rollout_rows
 
 from recipe.pc import metric_names as names
 from recipe.pc.allocators.pilot_store import PilotStore
 from recipe.pc.compact import assemble
 from recipe.pc.settings import BufferSettings, PilotSettings
+from recipe.pc.testing import pilot_of, prompt_rows, rollout_rows
 
 N = 4
 PILOT = PilotSettings(n=N, n_effective=N, screen_n=None, p_lower=0.25, p_upper=0.25, evict_threshold=1.0)

@@ -10,6 +10,8 @@ parts of verl 0.9.1 that need a GPU (``recipe.pc.testing.standins``), and the co
 - ``check_resume(folder, allocator, steps, cut)``: a run saved at step ``cut`` and resumed must generate, train and log
   what the uninterrupted run did, and end with the same state bit for bit; an ``AssertionError`` names the difference.
 - ``price(allocator, pass_rates)``: the simulator's per-step costs on pass rates (an array, or a rollout dump).
+- ``allocator(name, overrides)`` and ``play_round(alloc, state, prompts, outcomes)``: one round without a trainer, on
+  rows from ``prompt_rows``, ``rollout_rows`` and ``pilot_of`` (``recipe.pc.testing.rounds``).
 
 The stand-in run: 40 prompts (``PROBS``: pass rates 0, 0.3, 0.5, 0.7 and 1, eight each), steps of ``B`` = 4 prompts,
 rounds of ``G`` = 8 new prompts, ``N_PILOT`` = 4 pilot rollouts (``pc.pilot.n``) and ``N_COMMIT`` = 4 commit rollouts
@@ -39,7 +41,9 @@ import torch
 import recipe.pc.allocators  # noqa: F401
 import recipe.pc.stages  # noqa: F401
 from recipe.pc import metric_names as names
+from recipe.pc.allocators import make_allocator
 from recipe.pc.registry import ALLOCATORS, PROMPT_FILTERS, registrations_undone
+from recipe.pc.settings import PCSettings
 from recipe.pc.testing.standins import make_tokenizer
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "config")
@@ -67,6 +71,13 @@ def compose_pc_config(overrides: list[str]):
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         return compose(config_name="pc_trainer", overrides=overrides)
+
+
+def allocator(name: str = "pilot_commit", overrides=(), seed: int = 0):
+    """The registered allocator ``name`` on the trainer's config composed with ``overrides``, its generator seeded: for
+    driving it round by round (``play_round``)."""
+    config = compose_pc_config([f"algorithm.rollout_allocation={name}", *overrides])
+    return make_allocator(PCSettings.from_config(config), np.random.default_rng(seed))
 
 
 # ---------------------------------------------------------------------- registering an author's module
@@ -423,6 +434,8 @@ def price(allocator: str, pass_rates, overrides=(), *, steps: int = 200, warmup:
     return costmodel.simulate(pass_rates, config, steps=steps, warmup=warmup, seed=seed)
 
 
+from recipe.pc.testing.rounds import pilot_of, play_round, prompt_rows, rollout_rows  # noqa: E402
+
 __all__ = [
     "ALWAYS_SOLVED",
     "B",
@@ -436,6 +449,7 @@ __all__ = [
     "REF",
     "UPDATE",
     "Run",
+    "allocator",
     "assert_resumed_like",
     "build_trainer",
     "check_resume",
@@ -443,11 +457,15 @@ __all__ = [
     "first_difference",
     "fit_run",
     "make_tokenizer",
+    "pilot_of",
+    "play_round",
     "price",
+    "prompt_rows",
     "read_metrics",
     "registered",
     "resume_from",
     "resume_run",
+    "rollout_rows",
     "step_records",
     "train",
     "trace",
