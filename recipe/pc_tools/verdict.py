@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import math
 import sys
 from dataclasses import dataclass
@@ -32,8 +31,6 @@ import pandas as pd
 
 from recipe.pc_tools.curves import seed_groups
 from recipe.pc_tools.logs import ReportError
-
-logger = logging.getLogger(__name__)
 
 ALPHA = 0.05
 
@@ -70,7 +67,9 @@ class Reading:
             return f"{config} and {baseline} are equivalent within ±{self.margin:g} {at}"
         if self.kind == "inconclusive":
             return f"inconclusive at this margin {at}: the differences left open are {_interval(self.low, self.high)}"
-        return f"{config} is {self.kind.replace('the margin', f'{self.margin:g}')} {at}"
+        side = "ahead" if self.difference > 0 else "behind"
+        by_less = f", by less than {self.margin:g}" if self.equivalent else ""
+        return f"{config} is {side}{by_less} {at}"
 
 
 def _signed(x: float) -> str:
@@ -180,7 +179,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--names", default=None, help="short names CONFIG,BASELINE (default: the table's)")
     parser.add_argument("--out", type=Path, help="also write the reading to this file")
     args = parser.parse_args(argv)
-    logging.basicConfig(format="%(message)s")
     names = None if args.names is None else tuple(args.names.split(",", 1))
     if names is not None and len(names) != 2:
         parser.error(f"--names {args.names}: give two names, CONFIG,BASELINE")
