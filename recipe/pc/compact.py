@@ -34,6 +34,11 @@ def _narrowest_int(x: torch.Tensor) -> torch.dtype:
     if x.numel() == 0 or x.dtype == torch.bool:
         return torch.bool if x.dtype == torch.bool else torch.uint8
     lo, hi = (int(v) for v in torch.aminmax(x))
+    return int_dtype_for(lo, hi)
+
+
+def int_dtype_for(lo: int, hi: int) -> torch.dtype:
+    """Smallest dtype that holds every integer in [lo, hi] exactly, as stored rows keep them."""
     if lo >= 0 and hi <= 1:
         return torch.bool
     for dtype in (torch.uint8, torch.int8, torch.int16, torch.int32):

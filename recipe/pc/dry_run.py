@@ -87,6 +87,7 @@ def summary(config, environ=os.environ) -> list[str]:
         *rollouts.lines,
         _entry("validation", _validation(config, pc, steps, rollouts.per_step)),
         *_checkpoints(config, steps),
+        *_buffer(config, pc, pass_share),
         _entry("logs", _logs(config, environ)),
     ]
 
@@ -331,6 +332,55 @@ def _checkpoints(config, steps: Steps) -> list[str]:
         *lines,
         _entry("disk", f"{_bytes(each)} a checkpoint ({params:,} parameters × {per_param} bytes: {what}){total}"),
     ]
+
+
+def _buffer(config, pc: PCSettings, pass_share: float) -> list[str]:
+    """What a pilot allocator's buffered pilot groups add to each checkpoint (its state file), at the estimate."""
+    if pc.method not in PILOT_ALLOCATORS or int(config.trainer.save_freq) <= 0:
+        return []
+    inflow = rounds_a_step(pc, pass_share) * pass_share * pc.gen_batch_size
+    kept = pc.buffer.max_off_steps + 1  # flushed once more than max_off_steps steps old
+    held = min(math.ceil(inflow * kept), pc.buffer.size)
+    bound = (
+        "algorithm.buffer_size"
+        if held == pc.buffer.size
+        else f"{inflow:,.1f} a step at the estimate × {kept} steps kept, algorithm.buffer_max_off_steps + 1"
+    )
+    prompt, response = int(config.data.max_prompt_length), int(config.data.max_response_length)
+    token = token_id_bytes(str(config.actor_rollout_ref.model.path))
+    log_probs = bool(config.actor_rollout_ref.rollout.get("calculate_log_probs", True))
+    each = buffered_prompt_bytes(prompt, response, pc.pilot.n, token, log_probs)
+    stored = "ids, masks, log-probs" if log_probs else "ids, masks"
+    tokens = f"{pc.pilot.n} pilots × ({prompt:,} + {response:,}) tokens: {stored}"
+    return [
+        _entry(
+            "buffer",
+            f"up to {_bytes(held * each)} a checkpoint: up to {_plural(held, 'buffered prompt')} ({bound}) × "
+            f"{_bytes(each)} ({tokens}; prompt text not counted)",
+        )
+    ]
+
+
+def buffered_prompt_bytes(prompt: int, response: int, pilots: int, token_bytes: int, log_probs: bool) -> int:
+    """Bytes a buffered prompt's pilot group takes in a state file (``CompactRows``): the padded prompt's ids once,
+    each pilot's response ids, attention mask (bool), rollout log-probs (float32) and reward (value and column)."""
+    per_pilot = response * token_bytes + (prompt + response) + (4 * response if log_probs else 0) + 8
+    return prompt * token_bytes + pilots * per_pilot
+
+
+def token_id_bytes(path: str) -> int:
+    """Bytes a stored token id takes: the narrowest integer holding the model's vocabulary (its ``config.json``),
+    else int32's 4."""
+    import json
+
+    from recipe.pc.compact import int_dtype_for
+
+    try:
+        with open(os.path.join(os.path.expanduser(path), "config.json")) as f:
+            vocab = int(json.load(f)["vocab_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 4
+    return int_dtype_for(0, vocab - 1).itemsize
 
 
 def checkpoint_bytes_per_parameter(actor) -> tuple[int, str]:

@@ -292,3 +292,37 @@ def test_integer_fields_round_trip_in_the_narrowest_dtype_that_holds_them(values
     # Through a checkpoint's plain form too: what is written is what comes back.
     again = CompactRows.from_plain(compact.to_plain(), compact.non_tensor)
     assert torch.equal(assemble([Segment(again, np.array([3, 0]))], None, "rows").batch["x"], x[[3, 0]])
+
+
+def test_a_saved_buffer_takes_what_the_dry_run_counts_a_prompt(tmp_path, tokenizer):
+    """The dry run's bytes a buffered prompt (``buffered_prompt_bytes``) are what a state file holds in tensors for
+    each buffered prompt, and the rows' ids and reward values beside them add little."""
+    from recipe.pc import checkpoint as ckpt
+    from recipe.pc.compact import int_dtype_for
+    from recipe.pc.dry_run import buffered_prompt_bytes
+
+    # Responses of 64 tokens: the tensors dominate, as at real lengths, not the per-row values.
+    extra = ["trainer.save_freq=2", "trainer.total_training_steps=2", "data.max_response_length=64"]
+    run = fit_run(tmp_path, tokenizer, extra)
+    buffered = torch.load(next(tmp_path.rglob(ckpt.STATE_FILE)), weights_only=True)["allocator"]["state"]["buffer"]
+    prompts = len(buffered["prompt_id"])
+    assert prompts >= 4  # a buffer worth measuring
+
+    def nbytes(tree):
+        if isinstance(tree, dict):
+            return sum(nbytes(v) for v in tree.values())
+        if isinstance(tree, list):
+            return sum(nbytes(v) for v in tree)
+        return tree.numel() * tree.element_size() if isinstance(tree, torch.Tensor) else 0
+
+    config = run.trainer.config
+    counted = buffered_prompt_bytes(
+        config.data.max_prompt_length,
+        config.data.max_response_length,
+        config.algorithm.exploration.n,
+        int_dtype_for(0, len(tokenizer) - 1).itemsize,
+        log_probs=True,
+    )
+    fields = sum(nbytes(r["rollouts"]["fields"]) for r in buffered["rounds"]) / prompts
+    assert counted <= fields <= 1.01 * counted
+    assert nbytes(buffered["rounds"]) / prompts <= 1.1 * counted

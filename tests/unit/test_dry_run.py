@@ -209,6 +209,32 @@ def test_disk_counts_the_parameters_and_the_bytes_an_actor_checkpoint_holds(base
     assert "disk" not in no_saves
 
 
+def test_a_pilot_allocators_buffer_is_counted_per_checkpoint_at_the_estimate(base, tmp_path):
+    saving = changed(base, **PC, trainer__save_freq=5)
+    # At 25% a step takes 2 rounds of 16: 8 prompts a step enter the buffer, kept 4 + 1 steps: 40. A prompt: 512
+    # prompt ids once, and 2 pilots × (512 response ids + 1,024 mask bytes + 512 float32 log-probs + 8 reward bytes);
+    # ids take int32's 4 bytes when the vocabulary is not read: 2,048 + 2 × 5,128 = 12,304.
+    assert lines_of(saving)["buffer"] == (
+        "up to 492.2 kB a checkpoint: up to 40 buffered prompts (8.0 a step at the estimate × 5 steps kept, "
+        "algorithm.buffer_max_off_steps + 1) × 12.3 kB (2 pilots × (512 + 512) tokens: ids, masks, log-probs; "
+        "prompt text not counted)"
+    )
+    model = tmp_path / "vocab"
+    model.mkdir()
+    (model / "config.json").write_text('{"vocab_size": 32000}')  # ids below 32,768: int16
+    narrow = changed(
+        saving, actor_rollout_ref__model__path=str(model), actor_rollout_ref__rollout__calculate_log_probs=False
+    )
+    # 512 × 2 + 2 × (512 × 2 + 1,024 + 8) = 5,136
+    assert lines_of(narrow)["buffer"].endswith(
+        "× 5.1 kB (2 pilots × (512 + 512) tokens: ids, masks; prompt text not counted)"
+    )
+    small = lines_of(changed(saving, algorithm__buffer_size=10))["buffer"]
+    assert small.startswith("up to 123.0 kB a checkpoint: up to 10 buffered prompts (algorithm.buffer_size) × 12.3 kB")
+    for nothing_saved in (changed(base, **GRPO, trainer__save_freq=5), changed(base, **PC, trainer__save_freq=-1)):
+        assert "buffer" not in lines_of(nothing_saved)
+
+
 def test_logs_name_where_each_backend_writes(base):
     loggers = changed(base, trainer__logger=["console", "file", "tensorboard", "wandb"], trainer__rollout_data_dir="/d")
     environ = {"VERL_FILE_LOGGER_PATH": "/logs/m.jsonl", "TENSORBOARD_DIR": "/tb", "WANDB_MODE": "offline"}
