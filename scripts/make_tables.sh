@@ -463,7 +463,7 @@ if [ "$(printf '%s\n' "${FINISHED[@]}" | grep -c '^grpo')" -ge 2 ] && [ "$(print
   done
   # The reading rule applied to both tables: interim until 13 runs a side.
   out=$R/prereg_pc4x60_equal_budgets
-  python -m recipe.pc_tools.verdict $out --pchip $out/pchip --budget 27648 --runs 13 --target 0.40 --names PC,GRPO \
-    --out $out/verdict.md >/dev/null
+  python -m recipe.pc_tools.verdict $out --pchip $out/pchip --budget 27648 --runs 13 --target 0.40 --assumed-sd 0.017 \
+    --names PC,GRPO --out $out/verdict.md >/dev/null
 fi
 ls $R/default $R/spread $R/default_g64 $R/calibrated $R/calibrated_g64 $R/calibrated_g64_t36 $R/default_stages $R/batch18_partial $R/calibrated_dapo_rerun $R/default_t40 $R/default480 $R/prereg_pc4x60

@@ -2,7 +2,7 @@
 --equivalence-margin`` writes (linear curves) and, for the sensitivity reading, the one its PCHIP run writes.
 
     python -m recipe.pc_tools.verdict DIR [--pchip DIR] --budget 27648 [--runs 13] [--target 0.40]
-        [--names PC,GRPO] [--out FILE]
+        [--assumed-sd 0.017] [--names PC,GRPO] [--out FILE]
 
 At the budget B*, with E = "the two one-sided tests both reject (p < alpha)" and D = "the permutation p < alpha and
 the 95% interval excludes 0":
@@ -15,6 +15,10 @@ the 95% interval excludes 0":
 The PCHIP reading is given beside; where its verdict differs the linear one stands. Rollouts to ``--target`` is read
 with its interval; where it points the other way from the difference at B*, the difference decides. With fewer than
 ``--runs`` runs on either side at B* the reading is "interim (n a side), no verdict": the numbers, no verdict words.
+Beside it all, the power of the design (``--runs`` a side; the runs' own count once they are more) at the SD the runs
+show at B*, pooled over both arms: the equivalence test's when the true difference is 0, and the t-test's against a
+difference of the margin, an upper bound for D, which also needs the permutation test; with ``--assumed-sd``, the
+equivalence power the design assumed, and "underpowered" when the runs' SD is larger.
 A missing or unreadable table, or one without a row at B*, stops with exit 2 and one line naming it.
 """
 
@@ -27,10 +31,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from recipe.pc_tools.curves import seed_groups
 from recipe.pc_tools.logs import ReportError
+from recipe.pc_tools.power import t_test_power, tost_power
 
 ALPHA = 0.05
 
@@ -48,6 +54,8 @@ class Reading:
     margin: float
     runs: int
     baseline_runs: int
+    values: tuple[float, ...]  # each run's accuracy at B*
+    baseline_values: tuple[float, ...]
     equivalent: bool  # E
     differs: bool  # D
 
@@ -95,6 +103,7 @@ def read_table(folder: Path, budget: float, alpha: float = ALPHA) -> tuple[Readi
     if pd.isna(row["tost_p"]):
         raise ReportError(f"{path} has no equivalence test: run report with --equivalence-margin")
     baseline_runs = str(row["baseline_runs"]).split(",")
+    values, baseline_values = (_values(row, column, path) for column in ("values", "baseline_values"))
     reading = Reading(
         names=(str(row["configuration"]), next(iter(seed_groups(baseline_runs)))),
         difference=float(row["estimate"]),
@@ -105,10 +114,49 @@ def read_table(folder: Path, budget: float, alpha: float = ALPHA) -> tuple[Readi
         margin=float(row["margin"]),
         runs=len(str(row["runs"]).split(",")),
         baseline_runs=len(baseline_runs),
+        values=values,
+        baseline_values=baseline_values,
         equivalent=bool(row["tost_p"] < alpha),
         differs=bool(row["p_value"] < alpha and (row["low"] > 0 or row["high"] < 0)),
     )
     return reading, table[table["measure"] == "ratio"]
+
+
+def _values(row: pd.Series, column: str, path: Path) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in str(row[column]).split(","))
+    except (KeyError, ValueError):
+        raise ReportError(
+            f"{path} has no run values in {column!r} at {row['rollouts']:,.0f}: rerun report --ci"
+        ) from None
+
+
+def pooled_sd(values, baseline_values) -> tuple[float, int]:
+    """The runs' SD at B*, each arm about its own mean, pooled; and its degrees of freedom."""
+    a, b = np.asarray(values, dtype=float), np.asarray(baseline_values, dtype=float)
+    df = len(a) + len(b) - 2
+    if df < 1:
+        return math.nan, df
+    return math.sqrt((((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) / df), df
+
+
+def _power_line(reading: Reading, runs: int, assumed_sd: float | None) -> str:
+    sd, df = pooled_sd(reading.values, reading.baseline_values)
+    if not sd > 0:
+        return f"- power: not read (the runs' SD at the budget is {sd:g} on {df} degrees of freedom)"
+    margin = reading.margin
+    text = (
+        f"- power with {runs} a side at the runs' SD {sd:.4f} ({df} degrees of freedom, both arms pooled): "
+        f"{tost_power(runs, sd, margin, ALPHA):.2f} to show equivalence within ±{margin:g} when the true difference "
+        f"is 0, {t_test_power(runs, sd, margin, ALPHA):.2f} for the t-test to detect a difference of {margin:g} (D "
+        f"also needs the permutation test, so less)"
+    )
+    if assumed_sd is None:
+        return text
+    text += (
+        f"; the design assumed SD {assumed_sd:g}, equivalence power {tost_power(runs, assumed_sd, margin, ALPHA):.2f}"
+    )
+    return text + (": underpowered for equivalence against the design" if sd > assumed_sd else "")
 
 
 def _ratio_line(ratios: pd.DataFrame, target: float, difference: float) -> str:
@@ -129,9 +177,16 @@ def _ratio_line(ratios: pd.DataFrame, target: float, difference: float) -> str:
 
 
 def reading_lines(
-    linear: Path, pchip: Path | None, budget: float, runs_needed: int, target: float, names: tuple[str, str] | None
+    linear: Path,
+    pchip: Path | None,
+    budget: float,
+    runs_needed: int,
+    target: float,
+    names: tuple[str, str] | None,
+    assumed_sd: float | None = None,
 ) -> list[str]:
-    """The reading by the rule, a line an entry (Markdown); ``names`` shorten the configurations' in the text."""
+    """The reading by the rule, a line an entry (Markdown); ``names`` shorten the configurations' in the text;
+    ``assumed_sd``: the SD the design's seed count assumed, to set the observed one against."""
     main, ratios = read_table(linear, budget)
     if names is not None:
         main = dataclasses.replace(main, names=names)
@@ -166,6 +221,8 @@ def reading_lines(
                 f"- PCHIP: {numbers}, a different verdict ({other.verdict(budget)}); the linear reading stands"
             )
     lines.append(f"- {_ratio_line(ratios, target, main.difference)}")
+    # The final reading's own sample size; an interim one shows the design's, the runs still to come included.
+    lines.append(_power_line(main, min(main.runs, main.baseline_runs) if final else runs_needed, assumed_sd))
     return lines
 
 
@@ -176,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, required=True, help="B*: the budget the verdict is read at")
     parser.add_argument("--runs", type=int, default=13, help="runs a side before a verdict (default 13)")
     parser.add_argument("--target", type=float, default=0.40, help="the rollouts-to-target row read (default 0.40)")
+    parser.add_argument("--assumed-sd", type=float, help="the SD the design's seed count assumed (power beside)")
     parser.add_argument("--names", default=None, help="short names CONFIG,BASELINE (default: the table's)")
     parser.add_argument("--out", type=Path, help="also write the reading to this file")
     args = parser.parse_args(argv)
@@ -183,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     if names is not None and len(names) != 2:
         parser.error(f"--names {args.names}: give two names, CONFIG,BASELINE")
     try:
-        lines = reading_lines(args.linear, args.pchip, args.budget, args.runs, args.target, names)
+        lines = reading_lines(args.linear, args.pchip, args.budget, args.runs, args.target, names, args.assumed_sd)
     except ReportError as err:
         print(f"ERROR: {err}", file=sys.stderr)
         return 2

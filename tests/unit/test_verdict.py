@@ -1,6 +1,7 @@
 """The equal-budget reading rule (``recipe.pc_tools.verdict``) on hand-written interval tables whose verdicts are
 known: each branch of the rule, the interim reading, the PCHIP and rollouts-to-target remarks, and bad input."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -11,10 +12,20 @@ PC = ",".join(f"pc_s{i}" for i in range(13))
 GRPO = ",".join(f"grpo_s{i}" for i in range(13))
 
 
-def write_table(folder, estimate=0.0, low=-0.01, high=0.01, p=0.5, tost_p=0.01, ratio=(0.9, 0.8, 1.0), runs=PC):
-    """An intervals.csv as report --ci --equivalence-margin 0.02 writes it: differences at 3 budgets, one ratio."""
+def spread(n: int, sd: float, mean: float = 0.42) -> str:
+    """``n`` run values, comma-separated, whose sample SD is ``sd``."""
+    z = np.arange(n) - (n - 1) / 2
+    return ",".join(f"{v:.12f}" for v in mean + sd * z / z.std(ddof=1))
+
+
+def write_table(
+    folder, estimate=0.0, low=-0.01, high=0.01, p=0.5, tost_p=0.01, ratio=(0.9, 0.8, 1.0), runs=PC, sd=0.017
+):
+    """An intervals.csv as report --ci --equivalence-margin 0.02 writes it: differences at 3 budgets, one ratio; each
+    arm's run values with sample SD ``sd``."""
     folder.mkdir(parents=True, exist_ok=True)
-    common = {"configuration": "pc", "runs": runs, "baseline_runs": GRPO, "margin": 0.02}
+    values = {"values": spread(len(runs.split(",")), sd, 0.44), "baseline_values": spread(13, sd)}
+    common = {"configuration": "pc", "runs": runs, "baseline_runs": GRPO, "margin": 0.02} | values
     rows = [
         {**common, "measure": "difference", "rollouts": b, "estimate": 0.5, "low": 0.4, "high": 0.6, "p_value": 0.0}
         | {"tost_p": 0.9}
@@ -94,7 +105,7 @@ def test_a_pchip_reading_that_disagrees_is_named_and_the_linear_one_stands(tmp_p
 def test_rollouts_to_target_is_read_with_its_direction(tmp_path, estimate, ratio, remark):
     """Catches: a ratio below 1 read as behind, or a not-reached ratio printed as a number."""
     _, lines = headline(tmp_path, estimate=estimate, low=-0.05, high=0.05, ratio=ratio)
-    assert remark in lines[-1]
+    assert remark in next(line for line in lines if line.startswith("- rollouts to"))
 
 
 def test_a_missing_table_or_budget_stops_with_one_line(tmp_path, capsys):
@@ -111,3 +122,36 @@ def test_the_command_names_the_configurations_from_the_table_and_writes_the_read
     assert verdict.main([str(folder), "--budget", "27648", "--out", str(tmp_path / "verdict.md")]) == 0
     out = capsys.readouterr().out
     assert "pc and grpo are equivalent within ±0.02" in out and out == (tmp_path / "verdict.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("sd", "runs", "expected"),
+    [
+        # The pre-registration's power to show equivalence at SD 0.016 and 0.020 (13 a side): 0.85 and 0.59.
+        (
+            0.016,
+            PC,
+            "- power with 13 a side at the runs' SD 0.0160 (24 degrees of freedom, both arms pooled): 0.85 to show "
+            "equivalence within ±0.02 when the true difference is 0, 0.86 for the t-test to detect a difference of "
+            "0.02 (D also needs the permutation test, so less); the design assumed SD 0.017, equivalence power 0.80",
+        ),
+        (0.020, PC, "(24 degrees of freedom, both arms pooled): 0.59 to show equivalence within ±0.02"),
+        # Interim: the design's 13 a side, at the SD the 3 + 13 runs show.
+        (0.020, "pc_s0,pc_s1,pc_s2", "- power with 13 a side at the runs' SD 0.0200 (14 degrees of freedom"),
+    ],
+)
+def test_power_is_read_at_the_spread_the_runs_show(tmp_path, sd, runs, expected):
+    """Catches: the SD about the pooled mean instead of each arm's (the arms' means differ by 0.02 here), a population
+    SD, the interim power at the runs so far instead of the design's, or the underpowered flag missing."""
+    folder = write_table(tmp_path / "t", runs=runs, sd=sd)
+    lines = verdict.reading_lines(folder, None, BUDGET, 13, 0.40, ("PC", "GRPO"), assumed_sd=0.017)
+    assert expected in lines[-1]
+    assert lines[-1].endswith("underpowered for equivalence against the design") == (sd > 0.017)
+
+
+def test_a_table_without_run_values_stops_with_one_line(tmp_path, capsys):
+    folder = write_table(tmp_path / "t")
+    table = pd.read_csv(folder / "intervals.csv").drop(columns=["values"])
+    table.to_csv(folder / "intervals.csv", index=False)
+    assert verdict.main([str(folder), "--budget", "27648"]) == 2
+    assert capsys.readouterr().err.strip().endswith("has no run values in 'values' at 27,648: rerun report --ci")
