@@ -335,17 +335,22 @@ def _checkpoints(config, steps: Steps) -> list[str]:
 
 
 def _buffer(config, pc: PCSettings, pass_share: float) -> list[str]:
-    """What a pilot allocator's buffered pilot groups add to each checkpoint (its state file), at the estimate."""
+    """What a pilot allocator's saved pilot groups add to each checkpoint (its state file): the prompts that land in
+    the band at the estimate while the staleness bound keeps them, as if none were committed (commits take about as
+    many out, so a run saves less), and the knapsack's edges of the last round."""
     if pc.method not in PILOT_ALLOCATORS or int(config.trainer.save_freq) <= 0:
         return []
     inflow = rounds_a_step(pc, pass_share) * pass_share * pc.gen_batch_size
     kept = pc.buffer.max_off_steps + 1  # flushed once more than max_off_steps steps old
     held = min(math.ceil(inflow * kept), pc.buffer.size)
-    bound = (
-        "algorithm.buffer_size"
-        if held == pc.buffer.size
-        else f"{inflow:,.1f} a step at the estimate × {kept} steps kept, algorithm.buffer_max_off_steps + 1"
-    )
+    if held == pc.buffer.size:
+        why = "algorithm.buffer_size"
+    else:
+        why = f"{inflow:,.1f}".removesuffix(".0") + f" a step land in the band × {kept} steps kept, none committed"
+    if pc.method == "knapsack":  # the last round's pilots outside the band wait for the next round's knapsack
+        edges = math.ceil((1 - pass_share) * pc.gen_batch_size)
+        held += edges
+        why += f"; and {edges:,} of the last round's pilots outside the band"
     prompt, response = int(config.data.max_prompt_length), int(config.data.max_response_length)
     token = token_id_bytes(str(config.actor_rollout_ref.model.path))
     log_probs = bool(config.actor_rollout_ref.rollout.get("calculate_log_probs", True))
@@ -355,8 +360,8 @@ def _buffer(config, pc: PCSettings, pass_share: float) -> list[str]:
     return [
         _entry(
             "buffer",
-            f"up to {_bytes(held * each)} a checkpoint: up to {_plural(held, 'buffered prompt')} ({bound}) × "
-            f"{_bytes(each)} ({tokens}; prompt text not counted)",
+            f"up to {_bytes(held * each)} a checkpoint: {_plural(held, 'pilot group')} ({why}) × {_bytes(each)} "
+            f"({tokens}; per-row text not counted)",
         )
     ]
 

@@ -211,28 +211,47 @@ def test_disk_counts_the_parameters_and_the_bytes_an_actor_checkpoint_holds(base
 
 def test_a_pilot_allocators_buffer_is_counted_per_checkpoint_at_the_estimate(base, tmp_path):
     saving = changed(base, **PC, trainer__save_freq=5)
-    # At 25% a step takes 2 rounds of 16: 8 prompts a step enter the buffer, kept 4 + 1 steps: 40. A prompt: 512
+    # At 25% a step takes 2 rounds of 16: 8 prompts a step land in the band, kept 4 + 1 steps: 40. A prompt: 512
     # prompt ids once, and 2 pilots × (512 response ids + 1,024 mask bytes + 512 float32 log-probs + 8 reward bytes);
     # ids take int32's 4 bytes when the vocabulary is not read: 2,048 + 2 × 5,128 = 12,304.
     assert lines_of(saving)["buffer"] == (
-        "up to 492.2 kB a checkpoint: up to 40 buffered prompts (8.0 a step at the estimate × 5 steps kept, "
-        "algorithm.buffer_max_off_steps + 1) × 12.3 kB (2 pilots × (512 + 512) tokens: ids, masks, log-probs; "
-        "prompt text not counted)"
-    )
-    model = tmp_path / "vocab"
-    model.mkdir()
-    (model / "config.json").write_text('{"vocab_size": 32000}')  # ids below 32,768: int16
-    narrow = changed(
-        saving, actor_rollout_ref__model__path=str(model), actor_rollout_ref__rollout__calculate_log_probs=False
-    )
-    # 512 × 2 + 2 × (512 × 2 + 1,024 + 8) = 5,136
-    assert lines_of(narrow)["buffer"].endswith(
-        "× 5.1 kB (2 pilots × (512 + 512) tokens: ids, masks; prompt text not counted)"
+        "up to 492.2 kB a checkpoint: 40 pilot groups (8 a step land in the band × 5 steps kept, none committed) × "
+        "12.3 kB (2 pilots × (512 + 512) tokens: ids, masks, log-probs; per-row text not counted)"
     )
     small = lines_of(changed(saving, algorithm__buffer_size=10))["buffer"]
-    assert small.startswith("up to 123.0 kB a checkpoint: up to 10 buffered prompts (algorithm.buffer_size) × 12.3 kB")
-    for nothing_saved in (changed(base, **GRPO, trainer__save_freq=5), changed(base, **PC, trainer__save_freq=-1)):
-        assert "buffer" not in lines_of(nothing_saved)
+    assert small.startswith("up to 123.0 kB a checkpoint: 10 pilot groups (algorithm.buffer_size) × 12.3 kB")
+    # The knapsack also keeps the last round's 12 pilots outside the band; its pilots are 8 a prompt:
+    # 2,048 + 8 × 5,128 = 43,072 a prompt.
+    knapsack = {"algorithm__rollout_allocation": "knapsack", "algorithm__min_train_prompts": 8}
+    edges = lines_of(changed(base, **knapsack, data__gen_batch_size=16, trainer__save_freq=5))["buffer"]
+    assert edges.startswith(
+        "up to 2.2 MB a checkpoint: 52 pilot groups (8 a step land in the band × 5 steps kept, none committed; and 12 "
+        "of the last round's pilots outside the band) × 43.1 kB (8 pilots"
+    )
+    for nothing_saved in (
+        {**GRPO, "trainer__save_freq": 5},
+        {**PC, "trainer__save_freq": -1},
+        {**PC, "trainer__save_freq": 0},
+    ):
+        assert "buffer" not in lines_of(changed(base, **nothing_saved))
+
+
+@pytest.mark.parametrize(("vocab", "width"), [(256, 1), (32_768, 2), (32_769, 4), (151_936, 4)])
+def test_token_ids_are_counted_in_the_narrowest_integer_that_holds_the_vocabulary(base, tmp_path, vocab, width):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(f'{{"vocab_size": {vocab}}}')  # ids 0 .. vocab - 1
+    config = changed(
+        base,
+        **PC,
+        trainer__save_freq=5,
+        actor_rollout_ref__model__path=str(model),
+        actor_rollout_ref__rollout__calculate_log_probs=False,
+    )
+    each = 512 * width + 2 * (512 * width + 1024 + 8)  # no log-probs
+    assert lines_of(config)["buffer"].endswith(
+        f"× {each / 1e3:.1f} kB (2 pilots × (512 + 512) tokens: ids, masks; per-row text not counted)"
+    )
 
 
 def test_logs_name_where_each_backend_writes(base):
