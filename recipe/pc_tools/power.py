@@ -80,10 +80,18 @@ def tost_seeds_needed(sd: float, margin: float, alpha: float = 0.05, power: floa
     return _smallest(lambda n: tost_power(n, sd, margin, alpha, delta), power)
 
 
-def _pooled_sd(mine: np.ndarray, theirs: np.ndarray) -> float:
+def pooled_sd(mine: np.ndarray, theirs: np.ndarray) -> float:
+    """The runs' SD, each arm about its own mean, pooled over both (the pooled-variance t-test's)."""
     return math.sqrt(
         ((len(mine) - 1) * mine.var(ddof=1) + (len(theirs) - 1) * theirs.var(ddof=1)) / (len(mine) + len(theirs) - 2)
     )
+
+
+def sd_interval(sd: float, df: int, level: float = 0.95) -> tuple[float, float]:
+    """The ``level`` interval of a normal SD estimated as ``sd`` on ``df`` degrees of freedom (chi-square)."""
+    chi2 = scipy_module("stats").chi2
+    tail = (1 - level) / 2
+    return sd * math.sqrt(df / chi2.ppf(1 - tail, df)), sd * math.sqrt(df / chi2.ppf(tail, df))
 
 
 def power_table(
@@ -114,7 +122,7 @@ def power_table(
             row |= {"sd": np.nan, "power": np.nan, "seeds_needed": np.nan}
             row |= {"tost_power": np.nan, "tost_seeds_needed": np.nan} if margin is not None else {}
             if len(mine) >= 2 and len(theirs) >= 2:
-                sd = row["sd"] = _pooled_sd(mine, theirs)
+                sd = row["sd"] = pooled_sd(mine, theirs)
                 n = min(len(mine), len(theirs))  # an unequal design is powered as its smaller side
                 if sd > 0:
                     row["power"], row["seeds_needed"] = (

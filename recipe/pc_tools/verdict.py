@@ -15,10 +15,10 @@ the 95% interval excludes 0":
 The PCHIP reading is given beside; where its verdict differs the linear one stands. Rollouts to ``--target`` is read
 with its interval; where it points the other way from the difference at B*, the difference decides. With fewer than
 ``--runs`` runs on either side at B* the reading is "interim (n a side), no verdict": the numbers, no verdict words.
-Beside it all, the power of the design (``--runs`` a side; the runs' own count once they are more) at the SD the runs
-show at B*, pooled over both arms: the equivalence test's when the true difference is 0, and the t-test's against a
-difference of the margin, an upper bound for D, which also needs the permutation test; with ``--assumed-sd``, the
-equivalence power the design assumed, and "underpowered" when the runs' SD is larger.
+Last, the power of the design (``--runs`` a side; the runs' own, the smaller side, once both have that many) at the
+runs' SD at B* (within arms, pooled over both), with the SD's 95% interval: the equivalence test's when the true
+difference is 0, and a t-test's against a difference of the margin, a stand-in for D. ``--assumed-sd`` adds the power
+the design assumed, and "underpowered" when the SD's interval lies above the assumed SD.
 A missing or unreadable table, or one without a row at B*, stops with exit 2 and one line naming it.
 """
 
@@ -36,7 +36,7 @@ import pandas as pd
 
 from recipe.pc_tools.curves import seed_groups
 from recipe.pc_tools.logs import ReportError
-from recipe.pc_tools.power import t_test_power, tost_power
+from recipe.pc_tools.power import pooled_sd, sd_interval, t_test_power, tost_power
 
 ALPHA = 0.05
 
@@ -123,40 +123,47 @@ def read_table(folder: Path, budget: float, alpha: float = ALPHA) -> tuple[Readi
 
 
 def _values(row: pd.Series, column: str, path: Path) -> tuple[float, ...]:
+    """The accuracies at B* of the runs that got there (a run left out has an empty entry)."""
     try:
-        return tuple(float(v) for v in str(row[column]).split(","))
+        return tuple(float(v) for v in str(row[column]).split(",") if v.strip())
     except (KeyError, ValueError):
         raise ReportError(
             f"{path} has no run values in {column!r} at {row['rollouts']:,.0f}: rerun report --ci"
         ) from None
 
 
-def pooled_sd(values, baseline_values) -> tuple[float, int]:
-    """The runs' SD at B*, each arm about its own mean, pooled; and its degrees of freedom."""
-    a, b = np.asarray(values, dtype=float), np.asarray(baseline_values, dtype=float)
+def _power_lines(reading: Reading, runs: int, design: bool, assumed_sd: float | None) -> list[str]:
+    """The power of ``runs`` a side at the runs' SD, with the SD's 95% interval; against ``assumed_sd`` when given."""
+    a, b = np.asarray(reading.values), np.asarray(reading.baseline_values)
     df = len(a) + len(b) - 2
-    if df < 1:
-        return math.nan, df
-    return math.sqrt((((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) / df), df
-
-
-def _power_line(reading: Reading, runs: int, assumed_sd: float | None) -> str:
-    sd, df = pooled_sd(reading.values, reading.baseline_values)
-    if not sd > 0:
-        return f"- power: not read (the runs' SD at the budget is {sd:g} on {df} degrees of freedom)"
+    sd = pooled_sd(a, b) if min(len(a), len(b)) >= 1 and df >= 1 else math.nan
+    if not sd > 1e-9:  # a spread of 0 (or none on 0 degrees of freedom) gives no power to read
+        return [f"- power: not read (the runs' SD at the budget is {sd:.4f} on {df} degrees of freedom)"]
+    low, high = sd_interval(sd, df)
     margin = reading.margin
-    text = (
-        f"- power with {runs} a side at the runs' SD {sd:.4f} ({df} degrees of freedom, both arms pooled): "
-        f"{tost_power(runs, sd, margin, ALPHA):.2f} to show equivalence within ±{margin:g} when the true difference "
-        f"is 0, {t_test_power(runs, sd, margin, ALPHA):.2f} for the t-test to detect a difference of {margin:g} (D "
-        f"also needs the permutation test, so less)"
-    )
-    if assumed_sd is None:
-        return text
-    text += (
-        f"; the design assumed SD {assumed_sd:g}, equivalence power {tost_power(runs, assumed_sd, margin, ALPHA):.2f}"
-    )
-    return text + (": underpowered for equivalence against the design" if sd > assumed_sd else "")
+
+    def powers(test) -> str:
+        at = [test(runs, x, margin, ALPHA) for x in (sd, high, low)]
+        return f"{at[0]:.2f} ({at[1]:.2f}–{at[2]:.2f} over the SD's interval)"
+
+    side = f"the design's {runs} a side" if design else f"{runs} a side"
+    lines = [
+        f"- power of {side} at the runs' SD {sd:.4f} (within arms, pooled over both; {df} degrees of freedom, 95% "
+        f"interval {low:.4f}–{high:.4f}): {powers(tost_power)} to show equivalence within ±{margin:g} when the true "
+        f"difference is 0; {powers(t_test_power)} for a t-test against a difference of {margin:g}, a stand-in for D "
+        f"(which adds the permutation test and the interval). Pooled-variance tests: the rule's Welch tests run a "
+        f"little lower. Power at an observed SD is not evidence about the difference."
+    ]
+    if assumed_sd is not None:
+        planned = tost_power(runs, assumed_sd, margin, ALPHA)
+        if low > assumed_sd:
+            where = "its 95% interval lies above it: underpowered for equivalence against the design"
+        elif high < assumed_sd:
+            where = "its 95% interval lies below it"
+        else:
+            where = "its 95% interval holds it"
+        lines.append(f"- the design assumed SD {assumed_sd:g} (equivalence power {planned:.2f}); the runs' SD: {where}")
+    return lines
 
 
 def _ratio_line(ratios: pd.DataFrame, target: float, difference: float) -> str:
@@ -221,8 +228,9 @@ def reading_lines(
                 f"- PCHIP: {numbers}, a different verdict ({other.verdict(budget)}); the linear reading stands"
             )
     lines.append(f"- {_ratio_line(ratios, target, main.difference)}")
-    # The final reading's own sample size; an interim one shows the design's, the runs still to come included.
-    lines.append(_power_line(main, min(main.runs, main.baseline_runs) if final else runs_needed, assumed_sd))
+    # The final reading's own sample size (its smaller side); an interim one the design's, the runs to come included.
+    read = min(len(main.values), len(main.baseline_values))
+    lines += _power_lines(main, read if final else runs_needed, not final, assumed_sd)
     return lines
 
 

@@ -19,13 +19,26 @@ def spread(n: int, sd: float, mean: float = 0.42) -> str:
 
 
 def write_table(
-    folder, estimate=0.0, low=-0.01, high=0.01, p=0.5, tost_p=0.01, ratio=(0.9, 0.8, 1.0), runs=PC, sd=0.017
+    folder,
+    estimate=0.0,
+    low=-0.01,
+    high=0.01,
+    p=0.5,
+    tost_p=0.01,
+    ratio=(0.9, 0.8, 1.0),
+    runs=PC,
+    baseline_runs=GRPO,
+    values=None,
+    baseline_values=None,
 ):
-    """An intervals.csv as report --ci --equivalence-margin 0.02 writes it: differences at 3 budgets, one ratio; each
-    arm's run values with sample SD ``sd``."""
+    """An intervals.csv as report --ci --equivalence-margin 0.02 writes it: differences at 3 budgets, one ratio; the
+    runs' values at each budget (default: sample SD 0.017 an arm, means 0.44 and 0.42)."""
     folder.mkdir(parents=True, exist_ok=True)
-    values = {"values": spread(len(runs.split(",")), sd, 0.44), "baseline_values": spread(13, sd)}
-    common = {"configuration": "pc", "runs": runs, "baseline_runs": GRPO, "margin": 0.02} | values
+    values = {
+        "values": values or spread(len(runs.split(",")), 0.017, 0.44),
+        "baseline_values": baseline_values or spread(len(baseline_runs.split(",")), 0.017),
+    }
+    common = {"configuration": "pc", "runs": runs, "baseline_runs": baseline_runs, "margin": 0.02} | values
     rows = [
         {**common, "measure": "difference", "rollouts": b, "estimate": 0.5, "low": 0.4, "high": 0.6, "p_value": 0.0}
         | {"tost_p": 0.9}
@@ -124,29 +137,62 @@ def test_the_command_names_the_configurations_from_the_table_and_writes_the_read
     assert "pc and grpo are equivalent within ±0.02" in out and out == (tmp_path / "verdict.md").read_text()
 
 
+def power_lines(tmp_path, runs=13, baseline_runs=13, sd=0.017, baseline_sd=None, **table) -> list[str]:
+    """The reading's power lines for arms of ``runs`` and ``baseline_runs`` runs with these sample SDs."""
+    names = {"runs": ",".join(f"pc_s{i}" for i in range(runs))} | {
+        "baseline_runs": ",".join(f"grpo_s{i}" for i in range(baseline_runs))
+    }
+    values = {"values": spread(runs, sd, 0.44), "baseline_values": spread(baseline_runs, baseline_sd or sd)}
+    folder = write_table(tmp_path / "t", **(names | values | table))
+    lines = verdict.reading_lines(folder, None, BUDGET, 13, 0.40, ("PC", "GRPO"), assumed_sd=0.017)
+    return [line for line in lines if "power" in line]
+
+
+def test_power_is_read_at_the_spread_the_runs_show_with_its_interval(tmp_path):
+    """The pre-registration's power to show equivalence at 13 a side: 0.85 at SD 0.016 (0.86 for the t-test); its
+    0.79 at the assumed 0.017 came from a Welch simulation, power.py's pooled test gives 0.80."""
+    power, assumed = power_lines(tmp_path, sd=0.016)
+    assert power.startswith(
+        "- power of 13 a side at the runs' SD 0.0160 (within arms, pooled over both; 24 degrees of freedom, 95% "
+        "interval 0.0125–0.0223): 0.85 ("
+    )
+    assert "to show equivalence within ±0.02 when the true difference is 0; 0.86 (" in power
+    assert power.endswith("Power at an observed SD is not evidence about the difference.")
+    assert assumed == "- the design assumed SD 0.017 (equivalence power 0.80); the runs' SD: its 95% interval holds it"
+
+
 @pytest.mark.parametrize(
-    ("sd", "runs", "expected"),
+    ("arms", "expected"),
     [
-        # The pre-registration's power to show equivalence at SD 0.016 and 0.020 (13 a side): 0.85 and 0.59.
+        # Each arm about its own mean (the means differ by 0.02), weighted by its degrees of freedom:
+        # sqrt((2 × 0.010² + 12 × 0.020²) / 14) = 0.0189, not the larger arm's 0.020 nor the plain mean of variances.
+        (dict(runs=3, sd=0.010, baseline_sd=0.020), "power of the design's 13 a side at the runs' SD 0.0189"),
+        # A final reading: the smaller side's own count.
         (
-            0.016,
-            PC,
-            "- power with 13 a side at the runs' SD 0.0160 (24 degrees of freedom, both arms pooled): 0.85 to show "
-            "equivalence within ±0.02 when the true difference is 0, 0.86 for the t-test to detect a difference of "
-            "0.02 (D also needs the permutation test, so less); the design assumed SD 0.017, equivalence power 0.80",
+            dict(runs=15, baseline_runs=14),
+            "power of 14 a side at the runs' SD 0.0170 (within arms, pooled over both; 27",
         ),
-        (0.020, PC, "(24 degrees of freedom, both arms pooled): 0.59 to show equivalence within ±0.02"),
-        # Interim: the design's 13 a side, at the SD the 3 + 13 runs show.
-        (0.020, "pc_s0,pc_s1,pc_s2", "- power with 13 a side at the runs' SD 0.0200 (14 degrees of freedom"),
+        (dict(runs=15, baseline_runs=15), "power of 15 a side"),
     ],
 )
-def test_power_is_read_at_the_spread_the_runs_show(tmp_path, sd, runs, expected):
-    """Catches: the SD about the pooled mean instead of each arm's (the arms' means differ by 0.02 here), a population
-    SD, the interim power at the runs so far instead of the design's, or the underpowered flag missing."""
-    folder = write_table(tmp_path / "t", runs=runs, sd=sd)
-    lines = verdict.reading_lines(folder, None, BUDGET, 13, 0.40, ("PC", "GRPO"), assumed_sd=0.017)
-    assert expected in lines[-1]
-    assert lines[-1].endswith("underpowered for equivalence against the design") == (sd > 0.017)
+def test_power_pools_within_arms_and_counts_the_design_or_the_runs(tmp_path, arms, expected):
+    assert expected in power_lines(tmp_path, **arms)[0]
+
+
+def test_an_sd_whose_interval_lies_above_the_assumed_one_is_underpowered(tmp_path):
+    """0.020 on 24 degrees of freedom (interval 0.0156–0.0278) holds 0.017; 0.030 (0.0234–0.0417) does not."""
+    assert power_lines(tmp_path, sd=0.020)[1].endswith("its 95% interval holds it")
+    assert power_lines(tmp_path, sd=0.030)[1].endswith(
+        "its 95% interval lies above it: underpowered for equivalence against the design"
+    )
+
+
+def test_runs_left_out_at_the_budget_and_no_spread_are_read_as_such(tmp_path):
+    left_out = spread(12, 0.017, 0.44).replace(",", ",,", 1)  # 13 runs named, the second ended before the budget
+    assert "(within arms, pooled over both; 23 degrees of freedom" in power_lines(tmp_path, values=left_out)[0]
+    same = ",".join(["0.43"] * 13)
+    lines = power_lines(tmp_path, values=same, baseline_values=same)
+    assert lines == ["- power: not read (the runs' SD at the budget is 0.0000 on 24 degrees of freedom)"]
 
 
 def test_a_table_without_run_values_stops_with_one_line(tmp_path, capsys):
