@@ -16,12 +16,12 @@ from recipe.pc.stages.skip import SkipSettings
 
 BATCHES = sorted(glob.glob(os.path.join(ROOT, "docs", "results", "regimes", "batch*.txt")))
 # ALGO<n>[x<commit>][ref][screen<k> | skip | ds<generated>][t<steps>][v<rollouts>][e<epochs>]_<mix>[<prompts>]_s<seed>:
-# screen, skip and ds are the allocator stages, t<steps> a run longer than the study's 30 steps
-# (trainer.total_training_steps), v<rollouts> validation by rollout budget (trainer.val_rollout_interval), e<epochs> a
-# cap on the epochs other than the launcher's 100 (trainer.total_epochs), a number after the mix a subset of its
-# training prompts (data.train_max_samples).
+# ALGO is grpo, dapo, pc or knap (the knapsack: its pilot and mean commit), screen, skip and ds are the allocator
+# stages, t<steps> a run longer than the study's 30 steps (trainer.total_training_steps), v<rollouts> validation by
+# rollout budget (trainer.val_rollout_interval), e<epochs> a cap on the epochs other than the launcher's 100
+# (trainer.total_epochs), a number after the mix a subset of its training prompts (data.train_max_samples).
 NAME = re.compile(
-    r"^(?P<algo>grpo|dapo|pc)(?P<a>\d+)(?:x(?P<b>\d+))?(?P<ref>ref)?"
+    r"^(?P<algo>grpo|dapo|pc|knap)(?P<a>\d+)(?:x(?P<b>\d+))?(?P<ref>ref)?"
     r"(?:screen(?P<screen>\d+)|(?P<skip>skip)|ds(?P<ds>\d+))?(?:t(?P<steps>\d+))?(?:v(?P<val>\d+))?(?:e(?P<epochs>\d+))?"
     r"_(?P<mix>[a-z]+)(?P<subset>\d+)?_s(?P<seed>\d+)$"
 )
@@ -74,8 +74,8 @@ def test_each_run_composes_as_its_name_says(name, mix, script, overrides, data_r
     assert want, f"{name}: not {form}"
     assert cfg.data.get("train_max_samples", -1) == (int(want["subset"]) if want["subset"] else -1)
     assert want["mix"] == mix, f"{name}: its name says mix {want['mix']!r}, its line {mix!r}"
-    assert settings.method == {"grpo": "grpo", "dapo": "dapo", "pc": "pilot_commit"}[want["algo"]]
-    if want["algo"] == "pc":
+    assert settings.method == {"grpo": "grpo", "dapo": "dapo", "pc": "pilot_commit", "knap": "knapsack"}[want["algo"]]
+    if want["algo"] in ("pc", "knap"):
         assert (settings.pilot.n, settings.n_commit) == (int(want["a"]), int(want["b"]))
     assert settings.group_size == int(want["a"]) + int(want["b"] or 0)
     # The stages are on exactly where the name says (screening, GRESO skipping, PODS down-sampling).
@@ -98,5 +98,5 @@ def test_each_run_composes_as_its_name_says(name, mix, script, overrides, data_r
     # "ref" in the name, and only there: the reference preset (its mini-batch arithmetic), labelled so.
     assert cfg.trainer.get("preset") == ("reference" if want["ref"] else None)
     assert cfg.algorithm.partial_mini_batch == bool(want["ref"])
-    if want["algo"] == "pc":  # for GRPO and DAPO the two units are the same rows
+    if want["algo"] in ("pc", "knap"):  # for GRPO and DAPO the two units are the same rows
         assert cfg.algorithm.mini_batch_unit == ("rollout_n" if want["ref"] else "group")
