@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import glob
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -376,8 +377,6 @@ def buffered_prompt_bytes(prompt: int, response: int, pilots: int, token_bytes: 
 def token_id_bytes(path: str) -> int:
     """Bytes a stored token id takes: the narrowest integer holding the model's vocabulary (its ``config.json``),
     else int32's 4."""
-    import json
-
     from recipe.pc.compact import int_dtype_for
 
     try:

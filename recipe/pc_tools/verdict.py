@@ -140,26 +140,29 @@ def _power_lines(reading: Reading, runs: int, design: bool, assumed_sd: float | 
     """The power of ``runs`` a side at the runs' SD, with the SD's 95% interval; against ``assumed_sd`` when given."""
     a, b = np.asarray(reading.values), np.asarray(reading.baseline_values)
     df = len(a) + len(b) - 2
-    sd = pooled_sd(a, b) if min(len(a), len(b)) >= 1 and df >= 1 else math.nan
-    if not sd > 1e-9:  # a spread of 0 (or none on 0 degrees of freedom) gives no power to read
+    sd = pooled_sd(a, b) if min(len(a), len(b)) >= 2 else math.nan  # an arm of one run has no spread of its own
+    if not sd > 1e-9:  # no spread gives no power to read
         return [f"- power: not read (the runs' SD at the budget is {sd:.4f} on {df} degrees of freedom)"]
     low, high = sd_interval(sd, df)
     margin = reading.margin
 
-    def powers(test) -> str:
-        at = [test(runs, x, margin, ALPHA) for x in (sd, high, low)]
+    # Each test's power at the SD, then at the interval's ends (the larger SD gives the smaller power).
+    equivalence, t_test = (
+        [test(runs, x, margin, ALPHA) for x in (sd, high, low)] for test in (tost_power, t_test_power)
+    )
+
+    def shown(at: list[float]) -> str:
         return f"{at[0]:.2f} ({at[1]:.2f}–{at[2]:.2f} over the SD's interval)"
 
-    equivalence = tost_power(runs, sd, margin, ALPHA)
     short = ""
-    if equivalence < UNDERPOWERED:
+    if equivalence[0] < UNDERPOWERED:
         short = f" At this SD the design is underpowered for equivalence (below {UNDERPOWERED:.2f})."
 
     side = f"the design's {runs} a side" if design else f"{runs} a side"
     lines = [
         f"- power of {side} at the runs' SD {sd:.4f} (within arms, pooled over both; {df} degrees of freedom, 95% "
-        f"interval {low:.4f}–{high:.4f}): {powers(tost_power)} to show equivalence within ±{margin:g} when the true "
-        f"difference is 0; {powers(t_test_power)} for a t-test against a difference of {margin:g}, a stand-in for D "
+        f"interval {low:.4f}–{high:.4f}): {shown(equivalence)} to show equivalence within ±{margin:g} when the true "
+        f"difference is 0; {shown(t_test)} for a t-test against a difference of {margin:g}, a stand-in for D "
         f"(which adds the permutation test and the interval). Pooled-variance tests: the rule's Welch tests run a "
         f"little lower.{short} Power at an observed SD is not evidence about the difference."
     ]
