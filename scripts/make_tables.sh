@@ -454,10 +454,11 @@ for metrics in $(printf '%s\n' docs/results/regimes/*/{grpo64t36v2304,pc4x60t42v
   fi
 done
 if [ "$(printf '%s\n' "${FINISHED[@]}" | grep -c '^grpo')" -ge 2 ] && [ "$(printf '%s\n' "${FINISHED[@]}" | grep -c '^pc')" -ge 2 ]; then
+  # The linear reading also draws both arms' mean curves with their 95% intervals, the plot the reading shows.
   for curve in linear pchip; do
-    out=$R/prereg_pc4x60_equal_budgets
-    [ $curve = linear ] || out=$out/pchip
-    python -m recipe.pc_tools.report --seeds --interpolate --ci --no-plot --baseline grpo64t36v2304_calibrated \
+    out=$R/prereg_pc4x60_equal_budgets plot=()
+    [ $curve = linear ] || out=$out/pchip plot=(--no-plot)
+    python -m recipe.pc_tools.report --seeds --interpolate --ci "${plot[@]}" --baseline grpo64t36v2304_calibrated \
       --at-rollouts 9216,18432,27648 --curve $curve --max-gap 0.15 --target 0.40 --interval studentized \
       --equivalence-margin 0.02 --out $out "${FINISHED[@]}" >/dev/null
   done
