@@ -255,6 +255,7 @@ I32, I64 = torch.iinfo(torch.int32), torch.iinfo(torch.int64)
 
 NARROWEST = [
     ([0, 1], torch.bool),
+    ([0, 2], torch.uint8),  # one past a flag's range: a bool would bring 2 back as 1
     ([5, -1, 7], torch.int8),  # a negative value: an unsigned byte would bring -1 back as 255
     ([-1, 0], torch.int8),
     ([-128, 127], torch.int8),

@@ -8,7 +8,7 @@ from safetensors.numpy import save_file
 from support import changed, valid_overrides, write_parquet_rows
 
 from recipe.pc import main_pc
-from recipe.pc.dry_run import HEADER, summary
+from recipe.pc.dry_run import HEADER, summary, token_id_bytes
 from recipe.pc.testing import compose_pc_config
 
 MAX_LINES = 20
@@ -218,6 +218,9 @@ def test_a_pilot_allocators_buffer_is_counted_per_checkpoint_at_the_estimate(bas
         "up to 492.2 kB a checkpoint: 40 pilot groups (8 a step land in the band × 5 steps kept, none committed) × "
         "12.3 kB (2 pilots × (512 + 512) tokens: ids, masks, log-probs; per-row text not counted)"
     )
+    # A share whose inflow is not whole: 10.56 a step × 5 steps is 52.8, counted up to 53 groups (652,112 bytes).
+    fractional = lines_of(saving, {"PASS_SHARE": "0.66"})["buffer"]
+    assert fractional.startswith("up to 652.1 kB a checkpoint: 53 pilot groups (10.6 a step land in the band × 5")
     small = lines_of(changed(saving, algorithm__buffer_size=10))["buffer"]
     assert small.startswith("up to 123.0 kB a checkpoint: 10 pilot groups (algorithm.buffer_size) × 12.3 kB")
     # The knapsack also keeps the last round's 12 pilots outside the band; its pilots are 8 a prompt:
@@ -252,6 +255,12 @@ def test_token_ids_are_counted_in_the_narrowest_integer_that_holds_the_vocabular
     assert lines_of(config)["buffer"].endswith(
         f"× {each / 1e3:.1f} kB (2 pilots × (512 + 512) tokens: ids, masks; per-row text not counted)"
     )
+
+
+@pytest.mark.parametrize("text", ['{"model_type": "llama"}', '{"vocab_size": null}', "{"])
+def test_a_config_json_without_a_readable_vocabulary_counts_int32_ids(tmp_path, text):
+    (tmp_path / "config.json").write_text(text)  # no key (some configs nest it), null, not JSON
+    assert token_id_bytes(str(tmp_path)) == 4
 
 
 def test_logs_name_where_each_backend_writes(base):

@@ -1,6 +1,8 @@
 """The equal-budget reading rule (``recipe.pc_tools.verdict``) on hand-written interval tables whose verdicts are
 known: each branch of the rule, the interim reading, the PCHIP and rollouts-to-target remarks, and bad input."""
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -71,6 +73,8 @@ def headline(tmp_path, pchip=None, **row):
         # D needs both: a small p with an interval holding 0, or an interval without 0 and a large p
         (dict(estimate=0.02, low=-0.001, high=0.04, p=0.01, tost_p=0.4), "inconclusive at this margin"),
         (dict(estimate=0.02, low=0.001, high=0.04, p=0.06, tost_p=0.4), "inconclusive at this margin"),
+        # An interval that ends at 0 holds it
+        (dict(estimate=0.02, low=0.0, high=0.04, p=0.01, tost_p=0.4), "inconclusive at this margin"),
     ],
 )
 def test_each_branch_of_the_rule_reads_as_written(tmp_path, row, expected):
@@ -157,6 +161,9 @@ def test_power_is_read_at_the_spread_the_runs_show_with_its_interval(tmp_path):
         "interval 0.0125–0.0223): 0.85 ("
     )
     assert "to show equivalence within ±0.02 when the true difference is 0; 0.86 (" in power
+    # Each range runs from the power at the interval's larger SD to that at its smaller one.
+    for at, low, high in re.findall(r"(\d\.\d\d) \((\d\.\d\d)–(\d\.\d\d) over the SD's interval\)", power):
+        assert float(low) < float(at) < float(high)
     assert power.endswith("Power at an observed SD is not evidence about the difference.")
     assert assumed == "- the design assumed SD 0.017 (equivalence power 0.80); the runs' SD: its 95% interval holds it"
 
@@ -173,10 +180,22 @@ def test_power_is_read_at_the_spread_the_runs_show_with_its_interval(tmp_path):
             "power of 14 a side at the runs' SD 0.0170 (within arms, pooled over both; 27",
         ),
         (dict(runs=15, baseline_runs=15), "power of 15 a side"),
+        # Two runs an arm already have a spread; one has none of its own.
+        (
+            dict(runs=2, baseline_runs=2),
+            "power of the design's 13 a side at the runs' SD 0.0170 (within arms, pooled over both; 2 ",
+        ),
+        (dict(runs=1), "- power: not read (an arm has fewer than 2 runs at the budget, no spread of its own)"),
     ],
 )
 def test_power_pools_within_arms_and_counts_the_design_or_the_runs(tmp_path, arms, expected):
     assert expected in power_lines(tmp_path, **arms)[0]
+
+
+def test_a_final_reading_sets_the_assumed_sd_at_its_own_run_count(tmp_path):
+    # 15 a side at SD 0.017: 0.87, where the design's 13 give 0.80.
+    assumed = power_lines(tmp_path, runs=15, baseline_runs=15)[1]
+    assert assumed.startswith("- the design assumed SD 0.017 (equivalence power 0.87);")
 
 
 @pytest.mark.parametrize(
@@ -199,7 +218,10 @@ def test_underpowered_is_said_near_0_020_and_the_interval_set_against_the_assume
 
 def test_runs_left_out_at_the_budget_and_no_spread_are_read_as_such(tmp_path):
     left_out = spread(12, 0.017, 0.44).replace(",", ",,", 1)  # 13 runs named, the second ended before the budget
-    assert "(within arms, pooled over both; 23 degrees of freedom" in power_lines(tmp_path, values=left_out)[0]
+    assert (
+        "- power of 12 a side at the runs' SD 0.0170 (within arms, pooled over both; 23 degrees of freedom"
+        in (power_lines(tmp_path, values=left_out)[0])
+    )
     same = ",".join(["0.43"] * 13)
     lines = power_lines(tmp_path, values=same, baseline_values=same)
     assert lines == ["- power: not read (the runs' SD at the budget is 0.0000 on 24 degrees of freedom)"]
