@@ -273,14 +273,16 @@ def _validation(config, pc: PCSettings, steps: Steps, per_step: int | None) -> s
     parts = ["before training"] if before else []
     if freq > 0:
         parts.append(f"every {freq} steps and at the last")
+    at_last = "" if freq > 0 else " and at the last"  # either rule validates the last step
     if interval is not None and per_step is None:
         parts.append(
             f"at the first step past each {interval:,} generated rollouts (which step depends on the pass rates)"
+            f"{at_last}"
         )
     elif interval is not None:
         crossed = [] if last is None else _budget_steps(interval, per_step, last)
         shown = ", ".join(map(str, crossed[:5])) + (", …" if len(crossed) > 5 else "")
-        parts.append(f"at each {interval:,} generated rollouts" + (f" (steps {shown})" if crossed else ""))
+        parts.append(f"at each {interval:,} generated rollouts" + (f" (steps {shown})" if crossed else "") + at_last)
     if freq <= 0 and interval is None:
         parts.append("none during training (trainer.test_freq and trainer.val_rollout_interval are off)")
     text = "; ".join(parts)

@@ -11,7 +11,7 @@ class PCConfigErrors(PCConfigError):
     and a check that could not run because of them says so."""
 
     def __init__(self, problems: list[str]):
-        self.problems = list(problems)
+        self.problems = list(dict.fromkeys(problems))  # a key two settings read (a fallback) is named once
         super().__init__("\n".join(self.problems))
 
 

@@ -7,6 +7,7 @@ import copy
 import glob
 import importlib.util
 import inspect
+import math
 import os
 import re
 import sys
@@ -35,6 +36,8 @@ PARALLEL_NOT_CHECKED = (
     "settings above are fixed"
 )
 DATA_KEYS = ("data.train_files", "data.val_files")
+# The sizes whose product is one rollout engine's GPUs (verl's RolloutConfig).
+ROLLOUT_PARALLEL_KEYS = ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size")
 DATA_SUFFIXES = (".parquet", ".json", ".jsonl")  # what verl's RLHFDataset reads
 # How the launcher's data files are made (train_scripts/common*.sh set it), appended to the missing-data error.
 DATA_HINT_ENV = "PC_DATA_HINT"
@@ -87,6 +90,28 @@ def _check_pc(config) -> None:
     # Null sizes are left to verl's validate_config (_check_verl), which names them.
     micro = micro_batches(config, dp_size, reference_dp_size(config))
     check_parallel_sizes(settings, dp_size, int(config.actor_rollout_ref.actor.ppo_mini_batch_size), micro)
+
+
+def _check_rollout_parallel(config) -> None:
+    """The GPUs of one rollout engine (tensor x data x pipeline parallel) must tile the cluster: verl asserts it only
+    once the workers start (verl 0.9.1's ``engine_workers.ActorRolloutRefWorker.init_model``: the world size divisible
+    by the engine's; ``rollout/replica.py`` ``RolloutReplica.__init__``: an engine spans whole nodes or fits in one)."""
+    rollout = config.actor_rollout_ref.rollout
+    sizes = {key: rollout.get(key, 1) for key in ROLLOUT_PARALLEL_KEYS}
+    if any(not isinstance(size, int) or size < 1 for size in sizes.values()):
+        return  # verl's RolloutConfig names a bad size (_check_verl)
+    engine = math.prod(sizes.values())
+    per_node = int(config.trainer.n_gpus_per_node)
+    world = int(config.trainer.nnodes) * per_node
+    if world < 1 or (world % engine == 0 and engine % min(per_node, engine) == 0):
+        return
+    product = " × ".join(f"{key} {size}" for key, size in sizes.items())
+    fits = [n for n in range(1, engine) if world % n == 0 and n % min(per_node, n) == 0]
+    raise ValueError(
+        f"actor_rollout_ref.rollout: a rollout engine takes {product} = {engine} GPUs, which do not tile "
+        f"trainer.nnodes × trainer.n_gpus_per_node = {world} ({per_node} a node): set "
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size so the product is {' or '.join(map(str, fits))}"
+    )
 
 
 def _check_trainer(config) -> str | None:
@@ -421,7 +446,8 @@ def preflight(config, fetch_model: bool) -> tuple[list[str], list[str]]:
     config = copy.deepcopy(config)
     OmegaConf.resolve(config)
     problems, notes = [], []
-    checks = [_check_pc, _check_trainer, _check_verl, _check_reward, _check_data_files, _check_data_rows]
+    checks = [_check_pc, _check_trainer, _check_verl, _check_rollout_parallel, _check_reward, _check_data_files]
+    checks += [_check_data_rows]
     checks += [lambda c: _check_model(c, fetch_model)] + ([_check_gpus] if fetch_model else [])
     for check in checks:
         try:

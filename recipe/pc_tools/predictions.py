@@ -185,13 +185,17 @@ def _simulated_recommendation(rows: list[Prediction], configs: list) -> list[str
     best = recommend(rows, configs)
     grpo = next(p for p, c in zip(rows, configs, strict=True) if isinstance(c, GRPO) and p.label == c.label)
     per_group = grpo.rollouts_per_informative_group
+    other = " other" if lines else ""  # the one passed over above may well have been fewer
     if best is None:
-        return [*lines, "no recommendation: no simulated configuration trains an informative group on these pass rates"]
+        return [
+            *lines,
+            f"no recommendation: no{other} simulated configuration trains an informative group on these pass rates",
+        ]
     if not round(best.rollouts_per_informative_group, 6) < round(per_group, 6):
         return [
             *lines,
-            "no recommendation: no simulated configuration generated fewer rollouts per informative group than "
-            f"{grpo.label} ({per_group:.1f}) on this dump",
+            f"no recommendation: no{other} simulated configuration generated fewer rollouts per informative group "
+            f"than {grpo.label} ({per_group:.1f}) on this dump",
         ]
     return [
         *lines,

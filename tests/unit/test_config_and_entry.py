@@ -218,7 +218,10 @@ def _write_reward(tmp_path) -> str:
         (["trainer.val_metrics=bootstrap"], "trainer.val_metrics='bootstrap'; choose one of ('mean', 'full')"),
         (["algorithm.prompt_filter=nope"], "algorithm.prompt_filter='nope'; choose one of ['all', 'skip']"),
         (["algorithm.prompt_filter=all", "algorithm.skip.enable=true"], "set one of them"),
-        (["trainer.n_gpus_per_node=3"], "does not split over 3 data-parallel ranks"),
+        (
+            ["trainer.n_gpus_per_node=3", "actor_rollout_ref.rollout.tensor_model_parallel_size=1"],
+            "does not split over 3 data-parallel ranks",
+        ),
         (["actor_rollout_ref.actor.ulysses_sequence_parallel_size=3"], "ulysses_sequence_parallel_size = 3"),
         # With sequence parallel 2, 4 GPUs are 2 data-parallel ranks: 128 rows split, so this passes ...
         (["actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "trainer.n_gpus_per_node=4"], None),
@@ -432,6 +435,12 @@ def test_every_bad_setting_is_named_at_once_and_what_could_not_be_checked_says_s
         NOT_CHECKED,
         PARALLEL_NOT_CHECKED,
     ]
+
+
+def test_a_key_that_two_settings_read_is_named_once(valid_overrides):
+    # algorithm.exploration.n is the pilot size and the fallback of algorithm.exploration.n_effective
+    problems, _ = preflight(compose_pc_config([*valid_overrides, "algorithm.exploration.n=1.5"]), fetch_model=False)
+    assert [p for p in problems if "exploration" in p] == ["algorithm.exploration.n=1.5 (float) must be a whole number"]
 
 
 def test_the_knapsack_on_a_paper_scripts_rollout_n_names_every_value_to_set_in_one_run(valid_overrides):

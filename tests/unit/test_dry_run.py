@@ -71,10 +71,13 @@ def test_validation_at_rollout_budgets_names_grpos_steps_and_no_others(base):
     budget = {"trainer__val_rollout_interval": 80, "trainer__test_freq": -1, "trainer__val_before_train": False}
     # 32 rollouts a step reach 80, 160, 240 and 320 at steps 3, 5, 8 and 10.
     grpo = lines_of(changed(base, **GRPO, **budget))
-    assert grpo["validation"] == "at each 80 generated rollouts (steps 3, 5, 8, 10): 4 validations"
+    assert grpo["validation"] == "at each 80 generated rollouts (steps 3, 5, 8, 10) and at the last: 4 validations"
+    # 12 steps: the budgets fall at steps 3, 5, 8 and 10, and the last step, 12, validates too.
+    longer = lines_of(changed(base, **{**GRPO, "trainer__total_training_steps": 12}, **budget))
+    assert longer["validation"] == "at each 80 generated rollouts (steps 3, 5, 8, 10) and at the last: 5 validations"
     pc = lines_of(changed(base, **PC, **budget))
-    assert (
-        pc["validation"] == "at the first step past each 80 generated rollouts (which step depends on the pass rates)"
+    assert pc["validation"] == (
+        "at the first step past each 80 generated rollouts (which step depends on the pass rates) and at the last"
     )
     off = lines_of(changed(base, **GRPO, trainer__test_freq=-1, trainer__val_before_train=True))
     assert off["validation"] == (

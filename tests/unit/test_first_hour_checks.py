@@ -62,6 +62,37 @@ def test_the_valid_config_passes(base):
     assert problems_of(base) == []
 
 
+@pytest.mark.parametrize(
+    ("nodes", "per_node", "tp", "dp", "fits"),
+    [
+        (1, 1, 2, 1, "1"),  # verl's default TP 2 on one GPU
+        (1, 4, 3, 1, "1 or 2"),  # 4 GPUs do not split into engines of 3
+        (2, 4, 6, 1, "1 or 2 or 4"),
+        (3, 2, 3, 1, "1 or 2"),  # 6 GPUs hold two engines of 3, but each would straddle a node
+        (1, 4, 2, 2, None),
+        (2, 4, 8, 1, None),  # an engine of two whole nodes
+    ],
+)
+def test_a_rollout_engine_must_tile_the_gpus(base, nodes, per_node, tp, dp, fits):
+    rollout = {"tensor_model_parallel_size": tp, "data_parallel_size": dp}
+    values = {f"actor_rollout_ref__rollout__{key}": size for key, size in rollout.items()}
+    found = [
+        p
+        for p in problems_of(base, trainer__nnodes=nodes, trainer__n_gpus_per_node=per_node, **values)
+        if p.startswith("actor_rollout_ref.rollout: a rollout engine")
+    ]
+    if fits is None:
+        assert found == []
+    else:
+        engine, world = tp * dp, nodes * per_node
+        assert found == [
+            f"actor_rollout_ref.rollout: a rollout engine takes tensor_model_parallel_size {tp} × data_parallel_size "
+            f"{dp} × pipeline_model_parallel_size 1 = {engine} GPUs, which do not tile trainer.nnodes × "
+            f"trainer.n_gpus_per_node = {world} ({per_node} a node): set "
+            f"actor_rollout_ref.rollout.tensor_model_parallel_size so the product is {fits}"
+        ]
+
+
 # ---------------------------------------------------------------------- a launch without a GPU
 @pytest.fixture
 def cpu_machine(monkeypatch):

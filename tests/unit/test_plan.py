@@ -117,6 +117,14 @@ def test_a_recommendation_is_a_measured_split_or_a_row_simulated_in_this_call():
         "no recommendation: no simulated configuration generated fewer rollouts per informative group than "
         "GRPO n=64 (130.0) on this dump"
     ]
+    # The same, with the fewest passed over as measured worse: none of the others beat GRPO.
+    simulated = [row(grpo.label, 1300, 10), row(pc2.label, 1300, 10), row(pc16.label, 700, 10)]
+    lines = recommendation(model, configs, simulated, sim_configs)
+    assert lines[0].startswith("not recommended: PC 16+48 G=36, the simulator's fewest per informative group; measured")
+    assert lines[1:] == [
+        "no recommendation: no other simulated configuration generated fewer rollouts per informative group than "
+        "GRPO n=64 (130.0) on this dump"
+    ]
 
 
 def test_plan_recommends_from_the_rows_it_simulated(capsys):
