@@ -446,8 +446,15 @@ def preflight(config, fetch_model: bool) -> tuple[list[str], list[str]]:
     config = copy.deepcopy(config)
     OmegaConf.resolve(config)
     problems, notes = [], []
-    checks = [_check_pc, _check_trainer, _check_verl, _check_rollout_parallel, _check_reward, _check_data_files]
-    checks += [_check_data_rows]
+    checks = [
+        _check_pc,
+        _check_trainer,
+        _check_verl,
+        _check_rollout_parallel,
+        _check_reward,
+        _check_data_files,
+        _check_data_rows,
+    ]
     checks += [lambda c: _check_model(c, fetch_model)] + ([_check_gpus] if fetch_model else [])
     for check in checks:
         try:
