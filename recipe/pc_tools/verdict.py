@@ -139,10 +139,9 @@ def _values(row: pd.Series, column: str, path: Path) -> tuple[float, ...]:
 def _power_lines(reading: Reading, runs: int, design: bool, assumed_sd: float | None) -> list[str]:
     """The power of ``runs`` a side at the runs' SD, with the SD's 95% interval; against ``assumed_sd`` when given."""
     a, b = np.asarray(reading.values), np.asarray(reading.baseline_values)
-    df = len(a) + len(b) - 2
     if min(len(a), len(b)) < 2:
         return ["- power: not read (an arm has fewer than 2 runs at the budget, no spread of its own)"]
-    sd = pooled_sd(a, b)
+    sd, df = pooled_sd(a, b), len(a) + len(b) - 2
     if not sd > 1e-9:  # no spread gives no power to read
         return [f"- power: not read (the runs' SD at the budget is {sd:.4f} on {df} degrees of freedom)"]
     low, high = sd_interval(sd, df)
